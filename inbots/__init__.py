@@ -1,0 +1,3 @@
+"""Inbots: a mailbox for AI agents."""
+
+__version__ = "0.1.0"

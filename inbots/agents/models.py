@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, Index, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from inbots.db.base import Base, UTCDateTime
+
+KIND_AGENT = "agent"
+KIND_OPERATOR = "operator"
+OPERATOR_USERNAME = "operator"
+
+
+class Agent(Base):
+    """A username and a key hash. The workspace's operator has a row too (``kind='operator'``,
+    username ``operator``, no key): it is a participant, sender and recipient like any agent,
+    which keeps threads and deliveries to one shape. Listings of agents leave it out."""
+
+    __tablename__ = "agents"
+    __table_args__ = (
+        UniqueConstraint("workspace_id", "username"),
+        Index(None, "workspace_id", "kind", "last_seen_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    workspace_id: Mapped[str] = mapped_column(ForeignKey("workspaces.id"))
+    kind: Mapped[str] = mapped_column(String(16), default=KIND_AGENT)
+    username: Mapped[str] = mapped_column(String(32))
+    description: Mapped[str | None] = mapped_column(String(400))
+    key_hash: Mapped[str | None] = mapped_column(String(64), unique=True)
+    status: Mapped[str] = mapped_column(String(16), default="active")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    archived_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    last_seen_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    webhook_url: Mapped[str | None] = mapped_column(String(2048))
+    webhook_secret: Mapped[str | None] = mapped_column(String(128))
+    webhook_previous_secret: Mapped[str | None] = mapped_column(String(128))
+    webhook_previous_secret_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    @property
+    def is_operator(self) -> bool:
+        return self.kind == KIND_OPERATOR
+
+    @property
+    def archived(self) -> bool:
+        return self.status == "archived"

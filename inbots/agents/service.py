@@ -1,0 +1,234 @@
+"""Registering, listing, finding and archiving agents, and the directory agents see."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.exc import IntegrityError
+
+from inbots.agents.models import KIND_AGENT, KIND_OPERATOR, Agent
+from inbots.agents.schemas import AgentCreated, AgentRead, DirectoryEntry
+from inbots.auth.service import Caller
+from inbots.config import Settings
+from inbots.db.uow import UnitOfWork
+from inbots.deliveries.models import Delivery
+from inbots.errors import Invalid, UsernameTaken, not_found
+from inbots.kit import tokens
+from inbots.kit.clock import utcnow
+from inbots.kit.ids import new_id
+from inbots.threads.models import CLOSED, Thread
+
+USERNAME = re.compile(r"[a-z0-9-]{3,32}")
+
+
+def check_username(name: object, field: str = "name") -> str:
+    if not isinstance(name, str) or not USERNAME.fullmatch(name):
+        raise Invalid(
+            f"{field} must be 3 to 32 lowercase letters, digits or hyphens (got {name!r}).",
+            field=field,
+        )
+    return name
+
+
+def check_description(description: str | None, settings: Settings) -> str | None:
+    if description is None:
+        return None
+    if "\n" in description or "\r" in description:
+        raise Invalid("description must be one line.", field="description")
+    description = description.strip()
+    if len(description) > settings.description_max:
+        raise Invalid(
+            f"description must be at most {settings.description_max} characters.",
+            field="description",
+        )
+    return description or None
+
+
+def is_active(agent: Agent, settings: Settings, now: datetime) -> bool:
+    return agent.last_seen_at is not None and now - agent.last_seen_at < timedelta(
+        seconds=settings.active_seconds
+    )
+
+
+def is_never_connected(agent: Agent, settings: Settings, now: datetime) -> bool:
+    grace = timedelta(seconds=settings.new_agent_grace_seconds)
+    return agent.last_seen_at is None and now - agent.created_at >= grace
+
+
+def to_read(agent: Agent, unread: int, settings: Settings, now: datetime) -> AgentRead:
+    return AgentRead(
+        id=agent.id,
+        name=agent.username,
+        username=agent.username,
+        description=agent.description,
+        status=agent.status,
+        created_at=agent.created_at,
+        last_seen_at=agent.last_seen_at,
+        active=is_active(agent, settings, now),
+        never_connected=is_never_connected(agent, settings, now),
+        webhook_url=agent.webhook_url,
+        unread=unread,
+    )
+
+
+def unread_counts(uow: UnitOfWork, agent_ids: Iterable[str]) -> dict[str, int]:
+    """Unacknowledged deliveries in threads that are not closed, per agent, in one query."""
+    ids = list(agent_ids)
+    if not ids:
+        return {}
+    rows = uow.session.execute(
+        select(Delivery.recipient_id, func.count())
+        .join(Thread, Thread.id == Delivery.thread_id)
+        .where(
+            Delivery.recipient_id.in_(ids),
+            Delivery.acknowledged_at.is_(None),
+            Thread.status != CLOSED,
+        )
+        .group_by(Delivery.recipient_id)
+    ).all()
+    return {recipient: count for recipient, count in rows}
+
+
+def register_agent(
+    uow: UnitOfWork,
+    caller: Caller,
+    name: object,
+    description: str | None = None,
+    webhook_url: str | None = None,
+) -> AgentCreated:
+    """Register an agent and mint its API key, which is returned this once and stored hashed."""
+    caller.require_operator()
+    username = check_username(name)
+    description = check_description(description, uow.settings)
+    if webhook_url is not None:
+        raise Invalid(
+            "Webhooks are not available on this server version; register without webhook_url "
+            "and let the agent poll its inbox.",
+            field="webhook_url",
+        )
+    api_key = tokens.mint(tokens.AGENT_KEY_PREFIX)
+    now = utcnow()
+    agent = Agent(
+        id=new_id("ag"),
+        workspace_id=caller.workspace_id,
+        kind=KIND_AGENT,
+        username=username,
+        description=description,
+        key_hash=tokens.hash_token(api_key),
+        status="active",
+        created_at=now,
+    )
+    taken = uow.session.scalar(
+        select(Agent.id).where(
+            Agent.workspace_id == caller.workspace_id, Agent.username == username
+        )
+    )
+    if taken is None:
+        try:
+            with uow.session.begin_nested():
+                uow.session.add(agent)
+                uow.session.flush()
+        except IntegrityError:
+            taken = "raced"
+    if taken is not None:
+        raise UsernameTaken(
+            f"The username {username!r} is taken in this workspace (archived agents keep theirs).",
+            field="name",
+        )
+    read = to_read(agent, 0, uow.settings, now)
+    return AgentCreated(**read.model_dump(), api_key=api_key, webhook=None)
+
+
+def find_agent(uow: UnitOfWork, caller: Caller, id_or_username: str) -> Agent:
+    """An agent of the caller's workspace by id or username; never the operator's own row."""
+    agent = uow.session.scalars(
+        select(Agent).where(
+            Agent.workspace_id == caller.workspace_id,
+            Agent.kind == KIND_AGENT,
+            or_(Agent.id == id_or_username, Agent.username == id_or_username),
+        )
+    ).first()
+    if agent is None:
+        raise not_found("agent", id_or_username)
+    return agent
+
+
+def list_agents(uow: UnitOfWork, caller: Caller) -> list[AgentRead]:
+    """Every agent of the workspace, archived ones included, oldest first."""
+    caller.require_operator()
+    agents = uow.session.scalars(
+        select(Agent)
+        .where(Agent.workspace_id == caller.workspace_id, Agent.kind == KIND_AGENT)
+        .order_by(Agent.id)
+    ).all()
+    unread = unread_counts(uow, (a.id for a in agents))
+    now = utcnow()
+    return [to_read(a, unread.get(a.id, 0), uow.settings, now) for a in agents]
+
+
+def get_agent(uow: UnitOfWork, caller: Caller, id_or_username: str) -> AgentRead:
+    caller.require_operator()
+    agent = find_agent(uow, caller, id_or_username)
+    return to_read(agent, unread_counts(uow, [agent.id]).get(agent.id, 0), uow.settings, utcnow())
+
+
+def me(uow: UnitOfWork, caller: Caller) -> AgentRead:
+    """The calling agent itself (its webhook URL, never its secret)."""
+    caller.require_agent()
+    agent = uow.session.get_one(Agent, caller.agent_id)
+    return to_read(agent, unread_counts(uow, [agent.id]).get(agent.id, 0), uow.settings, utcnow())
+
+
+def archive_agent(uow: UnitOfWork, caller: Caller, id_or_username: str) -> AgentRead:
+    """Archive: the key stops working at once and the agent stops receiving. Idempotent."""
+    caller.require_operator()
+    agent = find_agent(uow, caller, id_or_username)
+    if not agent.archived:
+        agent.status = "archived"
+        agent.archived_at = utcnow()
+        uow.session.flush()
+    return to_read(agent, unread_counts(uow, [agent.id]).get(agent.id, 0), uow.settings, utcnow())
+
+
+def directory(
+    uow: UnitOfWork, caller: Caller, query: str | None = None, active_only: bool = False
+) -> list[DirectoryEntry]:
+    """Other agents of the workspace that can receive mail, most recently active first."""
+    stmt = select(Agent).where(
+        Agent.workspace_id == caller.workspace_id,
+        Agent.kind == KIND_AGENT,
+        Agent.status == "active",
+        Agent.id != caller.agent_id,
+    )
+    if query:
+        needle = query.lower()
+        stmt = stmt.where(
+            or_(
+                Agent.username.contains(needle, autoescape=True),
+                func.lower(Agent.description).contains(needle, autoescape=True),
+            )
+        )
+    now = utcnow()
+    if active_only:
+        stmt = stmt.where(Agent.last_seen_at > now - timedelta(seconds=uow.settings.active_seconds))
+    stmt = stmt.order_by(Agent.last_seen_at.desc().nulls_last(), Agent.username).limit(
+        uow.settings.list_max
+    )
+    return [
+        DirectoryEntry(
+            username=a.username,
+            description=a.description,
+            active=is_active(a, uow.settings, now),
+            last_seen_at=a.last_seen_at,
+        )
+        for a in uow.session.scalars(stmt)
+    ]
+
+
+def operator_row(uow: UnitOfWork, workspace_id: str) -> Agent:
+    return uow.session.scalars(
+        select(Agent).where(Agent.workspace_id == workspace_id, Agent.kind == KIND_OPERATOR)
+    ).one()

@@ -1,0 +1,1 @@
+"""The HTTP adapter: routes are thin wrappers over the domain services."""

@@ -1,0 +1,122 @@
+"""One error envelope for every non-2xx answer: ``{"error": {"code", "message", "field"?}}``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from inbots.errors import InbotsError
+
+log = logging.getLogger(__name__)
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    field: str | None = None
+
+
+class ErrorEnvelope(BaseModel):
+    error: ErrorBody
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorEnvelope, "description": text}
+    for code, text in {
+        401: "Missing, malformed or unknown token",
+        403: "The token's caller may not use this endpoint",
+        404: "Not found (or not visible to the caller)",
+        409: "Business conflict",
+        413: "Request body too large",
+        422: "Validation error naming the field",
+    }.items()
+}
+
+_STATUS_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "validation_error",
+    429: "rate_limited",
+}
+
+
+def envelope(
+    status: int,
+    code: str,
+    message: str,
+    field: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body: dict[str, Any] = {"code": code, "message": message}
+    if field is not None:
+        body["field"] = field
+    if status == 401:
+        headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
+    return JSONResponse({"error": body}, status_code=status, headers=headers)
+
+
+def _field_of(loc: tuple[Any, ...]) -> str | None:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    if not parts:
+        return None
+    field = parts[0]
+    return "idempotency_key" if field.lower() == "idempotency-key" else field
+
+
+def _describe(err: dict[str, Any]) -> tuple[str, str | None]:
+    kind = err.get("type", "")
+    loc = tuple(err.get("loc") or ())
+    if kind == "json_invalid":
+        return "The request body is not valid JSON.", None
+    field = _field_of(loc)
+    if field is None:
+        if kind == "missing":
+            return "A JSON request body is required.", None
+        return "The request body must be a JSON object.", None
+    path = ".".join(str(p) for p in loc if p not in ("body", "query", "path", "header"))
+    if kind == "missing":
+        return f"{path} is required.", field
+    msg = str(err.get("msg", "is invalid"))
+    return f"{path}: {msg[0].lower() + msg[1:] if msg else 'is invalid'}.", field
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(InbotsError)
+    async def _inbots(_: Request, exc: InbotsError) -> JSONResponse:
+        return envelope(exc.status, exc.code, exc.message, exc.field)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = list(exc.errors())
+        message, field = _describe(errors[0]) if errors else ("The request is invalid.", None)
+        return envelope(422, "validation_error", message, field)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = _STATUS_CODES.get(exc.status_code, "error")
+        if exc.status_code == 404:
+            message = "No such endpoint. The API lives under /v1; see /openapi.json."
+        elif exc.status_code == 405:
+            message = "This endpoint does not accept that method; see /openapi.json."
+        else:
+            message = str(exc.detail)
+        return envelope(exc.status_code, code, message, headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error", exc_info=exc)
+        return envelope(
+            500, "internal_error", "Something went wrong on our side; nothing was changed."
+        )

@@ -1,0 +1,1 @@
+"""One module per resource; each route is a thin call into a service."""

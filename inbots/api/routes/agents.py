@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from inbots.agents import service
+from inbots.agents.schemas import AgentCreate, AgentCreated, AgentList, AgentRead, Directory
+from inbots.api.deps import AgentCtx, Ctx, OperatorCtx
+
+router = APIRouter(tags=["agents"])
+
+
+@router.post("/agents", status_code=201, response_model=AgentCreated)
+def register_agent(ctx: OperatorCtx, body: AgentCreate) -> AgentCreated:
+    """Register an agent. The API key in the answer is shown this once and never again."""
+    return ctx.run(service.register_agent, body.name, body.description, body.webhook_url)
+
+
+@router.get("/agents", response_model=AgentList)
+def list_agents(ctx: OperatorCtx) -> AgentList:
+    """Every agent of the workspace, archived ones included."""
+    return AgentList(items=ctx.run(service.list_agents, readonly=True))
+
+
+@router.get("/agents/{id_or_username}", response_model=AgentRead)
+def get_agent(ctx: OperatorCtx, id_or_username: str) -> AgentRead:
+    """One agent by id or username."""
+    return ctx.run(service.get_agent, id_or_username, readonly=True)
+
+
+@router.post("/agents/{id_or_username}/archive", response_model=AgentRead)
+def archive_agent(ctx: OperatorCtx, id_or_username: str) -> AgentRead:
+    """Archive an agent: its key stops working at once; its history stays. Idempotent."""
+    return ctx.run(service.archive_agent, id_or_username)
+
+
+@router.get("/me", response_model=AgentRead)
+def me(ctx: AgentCtx) -> AgentRead:
+    """The calling agent."""
+    return ctx.run(service.me, readonly=True)
+
+
+@router.get("/directory", response_model=Directory)
+def directory(ctx: Ctx, query: str | None = None, active: str | None = None) -> Directory:
+    """Other agents of the workspace that can receive mail, most recently active first."""
+    active_only = (active or "").lower() in ("1", "true", "yes")
+    return Directory(items=ctx.run(service.directory, query, active_only, readonly=True))

@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from inbots.api.deps import OperatorCtx
+from inbots.deliveries import service
+from inbots.deliveries.schemas import DeliveryDetail, DeliveryPage
+
+router = APIRouter(tags=["deliveries"])
+
+
+@router.get("/deliveries", response_model=DeliveryPage)
+def list_deliveries(
+    ctx: OperatorCtx,
+    state: str | None = None,
+    agent: str | None = None,
+    thread: str | None = None,
+    limit: str | None = None,
+    cursor: str | None = None,
+) -> DeliveryPage:
+    """Receipts, newest first, filterable by derived state (``stalled``, ``failed``, …)."""
+    return ctx.run(
+        service.list_deliveries,
+        state=state,
+        agent=agent,
+        thread=thread,
+        limit=limit,
+        cursor=cursor,
+        readonly=True,
+    )
+
+
+@router.get("/deliveries/{delivery_id}", response_model=DeliveryDetail)
+def get_delivery(ctx: OperatorCtx, delivery_id: str) -> DeliveryDetail:
+    """One receipt with its attempt log."""
+    return ctx.run(service.get_delivery, delivery_id, readonly=True)

@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Response
+
+from inbots.api.deps import AgentCtx, Ctx, OperatorCtx
+from inbots.messages import service as messages
+from inbots.messages.schemas import History, MessageCreate, SendResult
+from inbots.threads import service
+from inbots.threads.schemas import (
+    ParticipantAdd,
+    ThreadCreate,
+    ThreadDetail,
+    ThreadList,
+    ThreadRead,
+)
+
+router = APIRouter(tags=["threads"])
+
+
+@router.post("/threads", status_code=201, response_model=ThreadRead)
+def open_thread(ctx: Ctx, body: ThreadCreate) -> ThreadRead:
+    """Open a thread for one task. The caller is its opener and a participant."""
+    return ctx.run(service.open_thread, body.title, body.goal, body.participants)
+
+
+@router.get("/threads", response_model=ThreadList)
+def list_threads(
+    ctx: Ctx, status: str | None = None, limit: Annotated[str | None, Query()] = None
+) -> ThreadList:
+    """Agents: threads they are in that are not closed. Operator: every thread (``?status=``)."""
+    return ThreadList(items=ctx.run(service.list_threads, status, limit, readonly=True))
+
+
+@router.get("/threads/{thread_id}", response_model=ThreadDetail, response_model_exclude_none=False)
+def get_thread(ctx: Ctx, thread_id: str) -> ThreadDetail:
+    """One thread with its participants; for the operator, every message with its receipts."""
+    return ctx.run(service.get_thread, thread_id, readonly=True)
+
+
+@router.post("/threads/{thread_id}/participants", response_model=ThreadRead)
+def add_participant(ctx: Ctx, thread_id: str, body: ParticipantAdd) -> ThreadRead:
+    """Add an agent to the thread (idempotent)."""
+    return ctx.run(service.add_participant, thread_id, body.username)
+
+
+@router.post("/threads/{thread_id}/messages", status_code=201, response_model=SendResult)
+def post_message(
+    ctx: Ctx,
+    thread_id: str,
+    body: MessageCreate,
+    response: Response,
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+) -> SendResult:
+    """Post to a thread. Repeating an ``Idempotency-Key`` answers 200 with the original."""
+    result = ctx.run(
+        messages.send_message,
+        thread_id,
+        body.body,
+        body.summary,
+        body.kind,
+        body.reply_to,
+        idempotency_key,
+    )
+    if result.duplicate:
+        response.status_code = 200
+    return result
+
+
+@router.get("/threads/{thread_id}/messages", response_model=History)
+def thread_history(
+    ctx: Ctx,
+    thread_id: str,
+    since: str | None = None,
+    limit: str | None = None,
+    cursor: str | None = None,
+) -> History:
+    """History with full bodies, oldest first. Stamps the caller's deliveries fetched."""
+    return ctx.run(messages.history, thread_id, since, limit, cursor)
+
+
+@router.post("/threads/{thread_id}/close-request", status_code=202, response_model=ThreadRead)
+def request_close(ctx: AgentCtx, thread_id: str) -> ThreadRead:
+    """Ask the operator to close a thread you opened."""
+    return ctx.run(service.request_close, thread_id)
+
+
+@router.post("/threads/{thread_id}/close", response_model=ThreadRead)
+def close_thread(ctx: OperatorCtx, thread_id: str) -> ThreadRead:
+    """Close a thread (confirming a request, or outright)."""
+    return ctx.run(service.close_thread, thread_id)
+
+
+@router.post("/threads/{thread_id}/close/dismiss", response_model=ThreadRead)
+def dismiss_close(ctx: OperatorCtx, thread_id: str) -> ThreadRead:
+    """Dismiss a pending close request; the thread is open again."""
+    return ctx.run(service.dismiss_close, thread_id)

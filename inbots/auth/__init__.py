@@ -1,0 +1,1 @@
+"""Bearer tokens resolved to exactly one caller before any handler runs."""

@@ -1,0 +1,134 @@
+"""``inbots``: run the service and manage its database.
+
+Every error is one line on stderr and a non-zero exit code; no tracebacks for expected failures.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+
+from inbots.config import Settings, SettingsError, load_settings
+
+app = typer.Typer(
+    name="inbots",
+    help="Inbots: a mailbox for AI agents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
+workspace_app = typer.Typer(
+    help="Workspaces (run against the database directly).", no_args_is_help=True
+)
+app.add_typer(db_app, name="db")
+app.add_typer(workspace_app, name="workspace")
+
+out = Console()
+err = Console(stderr=True)
+
+EXIT_USAGE = 2
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    err.print(f"[bold red]inbots:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def settings_or_exit(**overrides: object) -> Settings:
+    try:
+        return load_settings(**{k: v for k, v in overrides.items() if v is not None})
+    except SettingsError as exc:
+        fail(str(exc), EXIT_USAGE)
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Interface to listen on [INBOTS_HOST].")] = None,
+    port: Annotated[int | None, typer.Option(help="Port to listen on [INBOTS_PORT].")] = None,
+) -> None:
+    """Run the whole service in one process (the embedded default: SQLite, in-process delivery)."""
+    import uvicorn
+
+    from inbots.api.app import create_app
+    from inbots.db.engine import Database
+    from inbots.db.migrate import upgrade
+    from inbots.db.uow import unit_of_work
+    from inbots.workspaces.service import ensure_first_workspace
+
+    settings = settings_or_exit(host=host, port=port)
+    try:
+        upgrade(settings)
+    except Exception as exc:
+        fail(f"could not prepare the database: {exc}")
+    db = Database(settings)
+    with unit_of_work(db) as uow:
+        seeded = ensure_first_workspace(uow, settings.operator_token)
+    base = f"http://{settings.host}:{settings.port}"
+    out.print(f"[bold]Inbots[/] on {base}  (database: {_redact(settings.database_url)})")
+    if seeded.minted_token:
+        out.print(
+            "Operator token (shown once; store it now, it is kept only as a hash):\n"
+            f"  [bold green]{seeded.minted_token}[/]"
+        )
+    out.print(f"API: {base}/v1   OpenAPI: {base}/openapi.json")
+    uvicorn.run(
+        create_app(settings, db),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+    )
+
+
+def _redact(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "(unparseable url)"
+
+
+@db_app.command("upgrade")
+def db_upgrade(revision: Annotated[str, typer.Argument()] = "head") -> None:
+    """Apply the schema migrations (SQLite or PostgreSQL, from INBOTS_DATABASE_URL)."""
+    from inbots.db.migrate import current, upgrade
+
+    settings = settings_or_exit()
+    try:
+        upgrade(settings, revision)
+    except Exception as exc:
+        fail(f"migration failed: {exc}")
+    out.print(f"Database at revision {current(settings)}.")
+
+
+@workspace_app.command("create")
+def workspace_create(name: Annotated[str, typer.Argument(help="A name for people.")]) -> None:
+    """Create another, fully isolated workspace and print its operator token once."""
+    from inbots.db.engine import Database
+    from inbots.db.migrate import upgrade
+    from inbots.db.uow import unit_of_work
+    from inbots.workspaces.service import create_workspace
+
+    settings = settings_or_exit()
+    upgrade(settings)
+    db = Database(settings)
+    with unit_of_work(db) as uow:
+        seeded = create_workspace(uow, name)
+    db.dispose()
+    out.print(f"Workspace {seeded.workspace_id} created. Operator token (shown once):")
+    out.print(seeded.minted_token, highlight=False)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

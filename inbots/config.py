@@ -1,0 +1,153 @@
+"""Settings: the one place that reads the environment.
+
+Every limit of the product spec is a field here, with the spec's default. Names are read with the
+``INBOTS_`` prefix (``INBOTS_MESSAGE_BODY_MAX``) and from a ``.env`` file. Durations are seconds and
+accept fractions, so tests shorten timings through settings rather than by patching code.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated
+
+import platformdirs
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+PositiveSeconds = Annotated[float, Field(gt=0)]
+
+
+def default_database_url() -> str:
+    """The embedded default: a SQLite file in the user's data directory."""
+    data_dir = Path(platformdirs.user_data_dir("inbots", appauthor=False))
+    return f"sqlite:///{data_dir / 'inbots.db'}"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="INBOTS_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        validate_default=True,
+    )
+
+    # Where things run.
+    database_url: str = Field(default_factory=default_database_url)
+    broker_url: str = ""
+    operator_token: str | None = None
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    environment: str = Field(default="development", pattern="^(development|production)$")
+    log_level: str = Field(default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR|CRITICAL)$")
+    db_pool_size: int = Field(default=10, ge=1, le=200)
+    sqlite_busy_timeout_seconds: PositiveSeconds = 30.0
+
+    # Message and thread limits (product.md, "Limits").
+    message_body_max: int = Field(default=10_000, ge=1)
+    summary_required_over: int = Field(default=200, ge=0)
+    summary_max: int = Field(default=200, ge=1)
+    summary_shown: int = Field(default=120, ge=2)
+    thread_title_max: int = Field(default=200, ge=1)
+    thread_goal_max: int = Field(default=2_000, ge=1)
+    description_max: int = Field(default=200, ge=1)
+    note_max: int = Field(default=500, ge=1)
+    idempotency_key_max: int = Field(default=128, ge=1)
+    ack_batch_max: int = Field(default=100, ge=1)
+    request_body_max_bytes: int = Field(default=64 * 1024, ge=1024)
+
+    # Listings.
+    list_default: int = Field(default=50, ge=1)
+    list_max: int = Field(default=200, ge=1)
+    check_inbox_default: int = Field(default=20, ge=1)
+    check_inbox_max: int = Field(default=50, ge=1)
+    wait_default_seconds: PositiveSeconds = 30.0
+    wait_max_seconds: PositiveSeconds = 60.0
+
+    # Agent activity.
+    active_seconds: PositiveSeconds = 300.0
+    new_agent_grace_seconds: PositiveSeconds = 600.0
+    last_seen_resolution_seconds: float = Field(default=5.0, ge=0)
+
+    # Delivery engine (delivery.md).
+    webhook_allow_private: bool = False
+    webhook_timeout_seconds: PositiveSeconds = 10.0
+    retry_schedule: Annotated[tuple[float, ...], NoDecode] = (1.0, 12.0, 148.0)
+    retry_jitter: float = Field(default=0.2, ge=0, lt=1)
+    publish_attempts: int = Field(default=3, ge=1)
+    publish_lost_seconds: PositiveSeconds = 300.0
+    stall_seconds: PositiveSeconds = 900.0
+    renotify_interval_seconds: PositiveSeconds = 30.0
+    renotify_batch_size: int = Field(default=500, ge=1)
+
+    @field_validator("retry_schedule", mode="before")
+    @classmethod
+    def _parse_schedule(cls, value: object) -> object:
+        if isinstance(value, str):
+            parts = [p.strip() for p in value.split(",") if p.strip()]
+            try:
+                return tuple(float(p) for p in parts)
+            except ValueError:
+                raise ValueError("expected seconds separated by commas, like 1,12,148") from None
+        return value
+
+    @field_validator("retry_schedule")
+    @classmethod
+    def _check_schedule(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if any(v <= 0 for v in value):
+            raise ValueError("every retry delay must be more than 0 seconds")
+        return value
+
+    @model_validator(mode="after")
+    def _check_relations(self) -> Settings:
+        if self.list_default > self.list_max:
+            raise ValueError("list_default must not exceed list_max")
+        if self.check_inbox_default > self.check_inbox_max:
+            raise ValueError("check_inbox_default must not exceed check_inbox_max")
+        if self.wait_default_seconds > self.wait_max_seconds:
+            raise ValueError("wait_default_seconds must not exceed wait_max_seconds")
+        if self.summary_shown > self.summary_max:
+            raise ValueError("summary_shown must not exceed summary_max")
+        if self.publish_lost_seconds <= self.longest_retry_sequence_seconds:
+            raise ValueError(
+                "publish_lost_seconds must be longer than a whole retry sequence "
+                f"({self.longest_retry_sequence_seconds:.1f} s with timeouts and jitter)"
+            )
+        return self
+
+    @property
+    def longest_retry_sequence_seconds(self) -> float:
+        """Worst case from first try to last answer: every delay +jitter, every try timing out."""
+        delays = sum(self.retry_schedule) * (1 + self.retry_jitter)
+        return delays + (len(self.retry_schedule) + 1) * self.webhook_timeout_seconds
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+    @property
+    def embedded(self) -> bool:
+        """No broker configured: deliveries run in-process through the local dispatcher."""
+        return not self.broker_url
+
+
+class SettingsError(Exception):
+    """A setting could not be read; ``str()`` is one line naming it."""
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build settings from the environment, turning validation errors into one clear line."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = err.get("loc") or ()
+        name = f"INBOTS_{str(loc[0]).upper()}" if loc else "settings"
+        message = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+        raise SettingsError(f"bad setting {name}: {message}") from None
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return load_settings()

@@ -1,0 +1,1 @@
+"""Database: declarative base, engine set-up, unit of work, migrations."""

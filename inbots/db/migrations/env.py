@@ -1,0 +1,40 @@
+"""Alembic environment: the same engine set-up as the app (SQLite pragmas included)."""
+
+from __future__ import annotations
+
+from alembic import context
+
+from inbots.config import load_settings
+from inbots.db.base import Base, import_models
+from inbots.db.engine import Database
+
+import_models()
+config = context.config
+settings = config.attributes.get("settings") or load_settings(
+    database_url=config.get_main_option("sqlalchemy.url")
+)
+
+
+def run_migrations_online() -> None:
+    db = Database(settings)
+    try:
+        with db.engine.connect() as connection:
+            context.configure(
+                connection=connection,
+                target_metadata=Base.metadata,
+                render_as_batch=connection.dialect.name == "sqlite",
+                compare_type=True,
+            )
+            with context.begin_transaction():
+                context.run_migrations()
+            connection.commit()
+    finally:
+        db.dispose()
+
+
+if context.is_offline_mode():
+    context.configure(url=config.get_main_option("sqlalchemy.url"), target_metadata=Base.metadata)
+    with context.begin_transaction():
+        context.run_migrations()
+else:
+    run_migrations_online()

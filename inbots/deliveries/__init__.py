@@ -1,0 +1,1 @@
+"""Deliveries: one recipient's copy of one message, its receipt stamps and attempt log."""

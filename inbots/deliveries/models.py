@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, Index, Integer, String, Text, text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from inbots.db.base import Base, UTCDateTime
+
+
+class Delivery(Base):
+    """The receipt. Stamps are only ever set, never cleared or overwritten."""
+
+    __tablename__ = "deliveries"
+    __table_args__ = (
+        # The inbox and the long-poll: a recipient's unacknowledged deliveries, oldest first.
+        Index(
+            "ix_deliveries_inbox",
+            "recipient_id",
+            "id",
+            sqlite_where=text("acknowledged_at IS NULL"),
+            postgresql_where=text("acknowledged_at IS NULL"),
+        ),
+        # Operator listings: newest first, by workspace, thread or recipient.
+        Index(None, "workspace_id", "id"),
+        Index(None, "thread_id", "id"),
+        Index(None, "message_id", "recipient_id"),
+        Index(
+            "ix_deliveries_failed",
+            "workspace_id",
+            "id",
+            sqlite_where=text("failed_at IS NOT NULL"),
+            postgresql_where=text("failed_at IS NOT NULL"),
+        ),
+        Index(
+            "ix_deliveries_stalled",
+            "workspace_id",
+            "id",
+            sqlite_where=text("stalled_at IS NOT NULL"),
+            postgresql_where=text("stalled_at IS NOT NULL"),
+        ),
+    )
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    workspace_id: Mapped[str] = mapped_column(ForeignKey("workspaces.id"))
+    message_id: Mapped[str] = mapped_column(ForeignKey("messages.id"))
+    thread_id: Mapped[str] = mapped_column(ForeignKey("threads.id"))
+    recipient_id: Mapped[str] = mapped_column(ForeignKey("agents.id"))
+
+    accepted_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    notified_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    fetched_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    acknowledged_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    failed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    failure_reason: Mapped[str | None] = mapped_column(String(200))
+    stalled_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    publish_count: Mapped[int] = mapped_column(Integer, default=0)
+    last_published_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    outcome: Mapped[str | None] = mapped_column(String(16))
+    note: Mapped[str | None] = mapped_column(String(1000))
+
+
+class DeliveryAttempt(Base):
+    """One HTTP try of a webhook notification."""
+
+    __tablename__ = "delivery_attempts"
+    __table_args__ = (Index(None, "delivery_id", "number"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    delivery_id: Mapped[str] = mapped_column(ForeignKey("deliveries.id"))
+    number: Mapped[int] = mapped_column(Integer)
+    publish: Mapped[int] = mapped_column(Integer)
+    trigger: Mapped[str] = mapped_column(String(16))
+    url: Mapped[str] = mapped_column(String(2048))
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    duration_ms: Mapped[int | None] = mapped_column(Integer)
+    status_code: Mapped[int | None] = mapped_column(Integer)
+    reason: Mapped[str] = mapped_column(String(40))
+    response_excerpt: Mapped[str | None] = mapped_column(Text)

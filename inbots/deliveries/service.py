@@ -1,0 +1,329 @@
+"""Receipts: the inbox, stamping, acknowledgements and the operator's delivery listings."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, func, select, update
+
+from inbots.agents.models import Agent
+from inbots.auth.service import Caller
+from inbots.db.uow import UnitOfWork
+from inbots.deliveries.models import Delivery, DeliveryAttempt
+from inbots.deliveries.schemas import (
+    AckResult,
+    AttemptRead,
+    DeliveryDetail,
+    DeliveryPage,
+    DeliveryRead,
+    Inbox,
+    InboxItem,
+)
+from inbots.deliveries.state import STATES, state_filter, state_of
+from inbots.errors import Invalid, not_found
+from inbots.kit.clock import utcnow
+from inbots.kit.ids import kind_of
+from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
+from inbots.kit.text import shown_summary
+from inbots.messages.models import Message
+from inbots.threads.models import CLOSED, Thread
+
+OUTCOMES = ("done", "declined")
+STAMPS = ("delivered_at", "fetched_at", "acknowledged_at", "notified_at", "failed_at", "stalled_at")
+
+
+def to_read(delivery: Delivery, recipient: str) -> DeliveryRead:
+    return DeliveryRead(
+        id=delivery.id,
+        message_id=delivery.message_id,
+        thread_id=delivery.thread_id,
+        recipient=recipient,
+        state=state_of(delivery),
+        accepted_at=delivery.accepted_at,
+        notified_at=delivery.notified_at,
+        delivered_at=delivery.delivered_at,
+        fetched_at=delivery.fetched_at,
+        acknowledged_at=delivery.acknowledged_at,
+        failed_at=delivery.failed_at,
+        failure_reason=delivery.failure_reason,
+        stalled_at=delivery.stalled_at,
+        publish_count=delivery.publish_count,
+        last_published_at=delivery.last_published_at,
+        next_attempt_at=delivery.next_attempt_at,
+        outcome=delivery.outcome,
+        note=delivery.note,
+    )
+
+
+def stamp(
+    uow: UnitOfWork, stamp_name: str, *where: ColumnElement[bool], at: datetime | None = None
+) -> datetime:
+    """Set one stamp on every matching delivery that lacks it. Stamps are never overwritten."""
+    assert stamp_name in STAMPS, stamp_name
+    column = getattr(Delivery, stamp_name)
+    now = at or utcnow()
+    uow.session.execute(
+        update(Delivery)
+        .where(*where, column.is_(None))
+        .values({stamp_name: now})
+        .execution_options(synchronize_session=False)
+    )
+    return now
+
+
+def _apply(rows: Sequence[Delivery], stamp_name: str, now: datetime) -> None:
+    """Mirror a bulk stamp on rows already loaded, so their state is read correctly."""
+    for row in rows:
+        if getattr(row, stamp_name) is None:
+            setattr(row, stamp_name, now)
+
+
+def shown(uow: UnitOfWork, rows: Sequence[Delivery]) -> None:
+    """The recipient's client was shown these deliveries: stamp delivered."""
+    ids = [r.id for r in rows if r.delivered_at is None]
+    if ids:
+        now = stamp(uow, "delivered_at", Delivery.id.in_(ids))
+        _apply(rows, "delivered_at", now)
+
+
+def opened(uow: UnitOfWork, rows: Sequence[Delivery]) -> None:
+    """The recipient received these bodies: stamp fetched (and delivered, if it was not yet)."""
+    shown(uow, rows)
+    ids = [r.id for r in rows if r.fetched_at is None]
+    if ids:
+        now = stamp(uow, "fetched_at", Delivery.id.in_(ids))
+        _apply(rows, "fetched_at", now)
+
+
+def _open_inbox(caller: Caller) -> list[ColumnElement[bool]]:
+    return [
+        Delivery.recipient_id == caller.agent_id,
+        Delivery.acknowledged_at.is_(None),
+        Thread.status != CLOSED,
+    ]
+
+
+def inbox(
+    uow: UnitOfWork,
+    caller: Caller,
+    limit: object = None,
+    *,
+    maximum: int | None = None,
+    default: int | None = None,
+) -> Inbox:
+    """Unacknowledged deliveries in open or close-requested threads, oldest first, summaries only.
+
+    Stamps the returned deliveries delivered; never fetched (a summary is not the message).
+    """
+    s = uow.settings
+    count = clamp_limit(limit, default or s.list_default, maximum or s.list_max)
+    where = _open_inbox(caller)
+    waiting = waiting_count(uow, caller)
+    sender = Agent
+    rows = uow.session.execute(
+        select(
+            Delivery,
+            Thread.title,
+            sender.username,
+            Message.kind,
+            Message.summary,
+            func.substr(Message.body, 1, 4 * s.summary_shown),
+            Message.created_at,
+        )
+        .join(Thread, Thread.id == Delivery.thread_id)
+        .join(Message, Message.id == Delivery.message_id)
+        .join(sender, sender.id == Message.sender_id)
+        .where(*where)
+        .order_by(Delivery.id)
+        .limit(count)
+    ).all()
+    deliveries = [r[0] for r in rows]
+    shown(uow, deliveries)
+    items = [
+        InboxItem(
+            delivery_id=d.id,
+            message_id=d.message_id,
+            thread_id=d.thread_id,
+            thread_title=title,
+            sender=sender_name,
+            kind=kind,
+            summary=shown_summary(summary, body_head, s.summary_shown),
+            sent_at=sent_at,
+            state=state_of(d),
+        )
+        for d, title, sender_name, kind, summary, body_head, sent_at in rows
+    ]
+    return Inbox(items=items, returned=len(items), waiting=waiting, more=waiting > len(items))
+
+
+def waiting_count(uow: UnitOfWork, caller: Caller) -> int:
+    """How many unacknowledged deliveries the caller has in threads that are not closed."""
+    total = uow.session.scalar(
+        select(func.count())
+        .select_from(Delivery)
+        .join(Thread, Thread.id == Delivery.thread_id)
+        .where(*_open_inbox(caller))
+    )
+    return total or 0
+
+
+def has_unshown(uow: UnitOfWork, caller: Caller) -> bool:
+    """Whether the caller has unacknowledged mail it has not been shown yet (the wait's trigger)."""
+    found = uow.session.scalar(
+        select(Delivery.id)
+        .join(Thread, Thread.id == Delivery.thread_id)
+        .where(*_open_inbox(caller), Delivery.delivered_at.is_(None))
+        .limit(1)
+    )
+    return found is not None
+
+
+def _own_delivery(uow: UnitOfWork, caller: Caller, delivery_id: str) -> Delivery:
+    delivery = uow.session.scalars(
+        select(Delivery)
+        .join(Thread, Thread.id == Delivery.thread_id)
+        .where(
+            Delivery.id == delivery_id,
+            Delivery.recipient_id == caller.agent_id,
+            Thread.status != CLOSED,
+        )
+    ).first()
+    if delivery is None:
+        raise not_found("delivery", delivery_id)
+    return delivery
+
+
+def mark_received(uow: UnitOfWork, caller: Caller, delivery_id: str) -> DeliveryRead:
+    """A webhook handler confirms its agent was told: stamps delivered."""
+    delivery = _own_delivery(uow, caller, delivery_id)
+    shown(uow, [delivery])
+    return to_read(delivery, caller.username)
+
+
+def _check_ids(ids: object, uow: UnitOfWork) -> list[str]:
+    maximum = uow.settings.ack_batch_max
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise Invalid("ids must be a list of message or delivery ids.", field="ids")
+    if not 1 <= len(ids) <= maximum:
+        raise Invalid(f"ids must hold 1 to {maximum} ids (got {len(ids)}).", field="ids")
+    return list(dict.fromkeys(ids))
+
+
+def acknowledge(
+    uow: UnitOfWork, caller: Caller, ids: object, outcome: object = None, note: object = None
+) -> AckResult:
+    """Done with these (acted on, or declined). Idempotent: a repeat, or an id that is not the
+    caller's, changes nothing and raises nothing."""
+    wanted = _check_ids(ids, uow)
+    if outcome is not None and outcome not in OUTCOMES:
+        raise Invalid("outcome must be 'done' or 'declined'.", field="outcome")
+    if note is not None:
+        if not isinstance(note, str):
+            raise Invalid("note must be a string.", field="note")
+        if len(note) > uow.settings.note_max:
+            raise Invalid(f"note must be at most {uow.settings.note_max} characters.", field="note")
+    by_delivery = [i for i in wanted if kind_of(i) == "delivery"]
+    by_message = [i for i in wanted if kind_of(i) == "message"]
+    rows = uow.session.execute(
+        select(Delivery.id, Delivery.message_id)
+        .join(Thread, Thread.id == Delivery.thread_id)
+        .where(
+            Delivery.recipient_id == caller.agent_id,
+            Thread.status != CLOSED,
+            Delivery.id.in_(by_delivery) | Delivery.message_id.in_(by_message),
+        )
+    ).all()
+    resolved: dict[str, str] = {}
+    for delivery_id, message_id in rows:
+        resolved[delivery_id] = delivery_id
+        resolved[message_id] = delivery_id
+    targets = {resolved[i] for i in wanted if i in resolved}
+    done: set[str] = set()
+    if targets:
+        done = set(
+            uow.session.scalars(
+                update(Delivery)
+                .where(Delivery.id.in_(targets), Delivery.acknowledged_at.is_(None))
+                .values(acknowledged_at=utcnow(), outcome=outcome, note=note)
+                .returning(Delivery.id)
+                .execution_options(synchronize_session=False)
+            ).all()
+        )
+    acknowledged, already, missing = [], [], []
+    for ident in wanted:
+        if ident not in resolved:
+            missing.append(ident)
+        elif resolved[ident] in done:
+            acknowledged.append(ident)
+            done.discard(resolved[ident])  # a message id and its delivery id count once
+        else:
+            already.append(ident)
+    return AckResult(acknowledged=acknowledged, already=already, not_found=missing)
+
+
+def reads(uow: UnitOfWork, deliveries: Sequence[Delivery]) -> list[DeliveryRead]:
+    from inbots.threads.service import usernames
+
+    names = usernames(uow, (d.recipient_id for d in deliveries))
+    return [to_read(d, names.get(d.recipient_id, "")) for d in deliveries]
+
+
+def list_deliveries(
+    uow: UnitOfWork,
+    caller: Caller,
+    *,
+    state: str | None = None,
+    agent: str | None = None,
+    thread: str | None = None,
+    limit: object = None,
+    cursor: str | None = None,
+) -> DeliveryPage:
+    """The operator's receipts, newest first, filtered by derived state, recipient or thread."""
+    caller.require_operator()
+    s = uow.settings
+    if state is not None and state not in STATES:
+        raise Invalid(f"state must be one of {', '.join(STATES)}.", field="state")
+    count = clamp_limit(limit, s.list_default, s.list_max)
+    after = decode_cursor(cursor)
+    where: list[Any] = [Delivery.workspace_id == caller.workspace_id]
+    if state is not None:
+        where.append(state_filter(Delivery, state))
+    if agent:
+        recipient = select(Agent.id).where(
+            Agent.workspace_id == caller.workspace_id,
+            (Agent.id == agent) | (Agent.username == agent),
+        )
+        where.append(Delivery.recipient_id.in_(recipient.scalar_subquery()))
+    if thread:
+        where.append(Delivery.thread_id == thread)
+    if after:
+        where.append(Delivery.id < after)
+    rows = uow.session.scalars(
+        select(Delivery).where(and_(*where)).order_by(Delivery.id.desc()).limit(count + 1)
+    ).all()
+    page = list(rows[:count])
+    next_cursor = encode_cursor(page[-1].id) if len(rows) > count else None
+    return DeliveryPage(items=reads(uow, page), next_cursor=next_cursor)
+
+
+def get_delivery(uow: UnitOfWork, caller: Caller, delivery_id: str) -> DeliveryDetail:
+    """One receipt with its whole attempt log (operator)."""
+    caller.require_operator()
+    delivery = uow.session.scalars(
+        select(Delivery).where(
+            Delivery.id == delivery_id, Delivery.workspace_id == caller.workspace_id
+        )
+    ).first()
+    if delivery is None:
+        raise not_found("delivery", delivery_id)
+    attempts = uow.session.scalars(
+        select(DeliveryAttempt)
+        .where(DeliveryAttempt.delivery_id == delivery.id)
+        .order_by(DeliveryAttempt.number)
+    ).all()
+    read = reads(uow, [delivery])[0]
+    return DeliveryDetail(
+        **read.model_dump(), attempts=[AttemptRead.model_validate(a) for a in attempts]
+    )

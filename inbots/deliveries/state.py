@@ -1,0 +1,83 @@
+"""The derived state of a delivery, defined once.
+
+``RULES`` lists the states in the spec's order, first match wins::
+
+    acknowledged > fetched > delivered > failed > stalled > notified > accepted
+
+Each rule is data, and two small interpreters read it: :func:`state_of` for a loaded row and
+:func:`state_sql` / :func:`state_filter` for queries. Neither repeats the order or the conditions.
+``stalled`` holds only while the stall stamp is newer than every progress stamp, so a stalled
+delivery that moves again is no longer stalled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, case, false, literal, not_, or_, true
+
+PROGRESS_STAMPS = ("accepted_at", "notified_at", "delivered_at", "fetched_at", "acknowledged_at")
+
+
+@dataclass(frozen=True)
+class Rule:
+    state: str
+    stamp: str | None  # the stamp that must be set; None for the catch-all
+    newer_than: tuple[str, ...] = ()  # ...and be newer than each of these that is set
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("acknowledged", "acknowledged_at"),
+    Rule("fetched", "fetched_at"),
+    Rule("delivered", "delivered_at"),
+    Rule("failed", "failed_at"),
+    Rule("stalled", "stalled_at", newer_than=PROGRESS_STAMPS),
+    Rule("notified", "notified_at"),
+    Rule("accepted", None),
+)
+STATES: tuple[str, ...] = tuple(rule.state for rule in RULES)
+
+
+def _holds(rule: Rule, row: Any) -> bool:
+    if rule.stamp is None:
+        return True
+    value: datetime | None = getattr(row, rule.stamp)
+    if value is None:
+        return False
+    return all((other := getattr(row, name)) is None or value > other for name in rule.newer_than)
+
+
+def state_of(row: Any) -> str:
+    """The state of a delivery (any object with the stamp attributes)."""
+    for rule in RULES:
+        if _holds(rule, row):
+            return rule.state
+    raise AssertionError("the catch-all rule always holds")
+
+
+def _condition(rule: Rule, entity: Any) -> ColumnElement[bool]:
+    if rule.stamp is None:
+        return true()
+    column = getattr(entity, rule.stamp)
+    parts = [column.is_not(None)]
+    for name in rule.newer_than:
+        other = getattr(entity, name)
+        parts.append(or_(other.is_(None), column > other))
+    return and_(*parts)
+
+
+def state_sql(entity: Any) -> ColumnElement[str]:
+    """A SQL expression evaluating to the state, for selecting it alongside a row."""
+    whens = [(_condition(rule, entity), literal(rule.state)) for rule in RULES[:-1]]
+    return case(*whens, else_=literal(RULES[-1].state))
+
+
+def state_filter(entity: Any, state: str) -> ColumnElement[bool]:
+    """A WHERE clause true exactly for deliveries in ``state``: its rule, and no earlier one."""
+    for index, rule in enumerate(RULES):
+        if rule.state == state:
+            earlier = [_condition(r, entity) for r in RULES[:index]]
+            return and_(_condition(rule, entity), *(not_(c) for c in earlier))
+    return false()

@@ -1,0 +1,101 @@
+"""The error family. Every expected failure is an ``InbotsError`` with a stable code.
+
+::
+
+    InbotsError                     (code, status, message, field)
+    ├── Unauthorized                401 unauthorized
+    ├── Forbidden                   403 forbidden
+    ├── NotFound                    404 not_found
+    ├── Invalid                     422 validation_error (names the field)
+    │   └── SummaryRequired         422 summary_required
+    ├── Conflict                    409 conflict
+    │   ├── UsernameTaken           409 username_taken
+    │   ├── ThreadNotOpen           409 thread_not_open
+    │   ├── NoRecipients            409 no_recipients
+    │   └── IdempotencyKeyReused    409 idempotency_key_reused
+    ├── PayloadTooLarge             413 payload_too_large
+    └── RateLimited                 429 rate_limited
+
+The HTTP layer renders them as ``{"error": {"code", "message", "field"?}}``; the MCP layer renders
+the same sentence as a tool error. Domain code raises these and nothing else on purpose.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class InbotsError(Exception):
+    code: ClassVar[str] = "error"
+    status: ClassVar[int] = 400
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+    def to_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.field is not None:
+            body["field"] = self.field
+        return body
+
+
+class Unauthorized(InbotsError):
+    code = "unauthorized"
+    status = 401
+
+
+class Forbidden(InbotsError):
+    code = "forbidden"
+    status = 403
+
+
+class NotFound(InbotsError):
+    code = "not_found"
+    status = 404
+
+
+class Invalid(InbotsError):
+    code = "validation_error"
+    status = 422
+
+
+class SummaryRequired(Invalid):
+    code = "summary_required"
+
+
+class Conflict(InbotsError):
+    code = "conflict"
+    status = 409
+
+
+class UsernameTaken(Conflict):
+    code = "username_taken"
+
+
+class ThreadNotOpen(Conflict):
+    code = "thread_not_open"
+
+
+class NoRecipients(Conflict):
+    code = "no_recipients"
+
+
+class IdempotencyKeyReused(Conflict):
+    code = "idempotency_key_reused"
+
+
+class PayloadTooLarge(InbotsError):
+    code = "payload_too_large"
+    status = 413
+
+
+class RateLimited(InbotsError):
+    code = "rate_limited"
+    status = 429
+
+
+def not_found(what: str, ident: str) -> NotFound:
+    """The one 'not found' sentence: it never says whether the thing exists elsewhere."""
+    return NotFound(f"No {what} with id {ident!r} was found.")

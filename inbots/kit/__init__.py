@@ -1,0 +1,1 @@
+"""Small framework-free helpers: ids and tokens, time, text cutting, pagination."""

@@ -1,0 +1,1 @@
+"""Messages: immutable bodies addressed to threads."""

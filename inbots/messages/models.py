@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from inbots.db.base import Base, UTCDateTime
+
+KINDS = ("task", "question", "update", "decision", "handoff", "ack")
+DEFAULT_KIND = "update"
+
+
+class Message(Base):
+    __tablename__ = "messages"
+    __table_args__ = (
+        # Scoped to the sender; NULL keys never collide, on SQLite as on PostgreSQL.
+        UniqueConstraint("sender_id", "idempotency_key"),
+        Index(None, "thread_id", "id"),
+    )
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    workspace_id: Mapped[str] = mapped_column(ForeignKey("workspaces.id"))
+    thread_id: Mapped[str] = mapped_column(ForeignKey("threads.id"))
+    sender_id: Mapped[str] = mapped_column(ForeignKey("agents.id"))
+    kind: Mapped[str] = mapped_column(String(16), default=DEFAULT_KIND)
+    summary: Mapped[str | None] = mapped_column(String(800))
+    body: Mapped[str] = mapped_column(Text)
+    reply_to_id: Mapped[str | None] = mapped_column(String(40))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    idempotency_key: Mapped[str | None] = mapped_column(String(128))
+    content_hash: Mapped[str | None] = mapped_column(String(64))

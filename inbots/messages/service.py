@@ -1,0 +1,371 @@
+"""Sending into a thread, reading history and single messages."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import insert, select
+from sqlalchemy.exc import IntegrityError
+
+from inbots.agents.models import Agent
+from inbots.auth.service import Caller
+from inbots.db.uow import UnitOfWork
+from inbots.deliveries import service as deliveries
+from inbots.deliveries.models import Delivery
+from inbots.deliveries.state import state_of
+from inbots.errors import (
+    IdempotencyKeyReused,
+    Invalid,
+    NoRecipients,
+    NotFound,
+    SummaryRequired,
+    ThreadNotOpen,
+    not_found,
+)
+from inbots.kit.clock import utcnow
+from inbots.kit.ids import kind_of, new_id
+from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
+from inbots.messages.models import DEFAULT_KIND, KINDS, Message
+from inbots.messages.schemas import (
+    DeliveryBrief,
+    History,
+    MessageRead,
+    MessageWithDelivery,
+    SendResult,
+)
+from inbots.threads import service as threads
+from inbots.threads.models import OPEN, Participant, Thread
+from inbots.threads.schemas import MessageWithReceipts
+
+
+def to_read(message: Message, sender: str) -> MessageRead:
+    return MessageRead(
+        id=message.id,
+        thread_id=message.thread_id,
+        sender=sender,
+        kind=message.kind,
+        summary=message.summary,
+        body=message.body,
+        reply_to=message.reply_to_id,
+        created_at=message.created_at,
+    )
+
+
+def _reads(uow: UnitOfWork, messages: Sequence[Message]) -> list[MessageRead]:
+    names = threads.usernames(uow, (m.sender_id for m in messages))
+    return [to_read(m, names.get(m.sender_id, "")) for m in messages]
+
+
+def check_idempotency_key(key: object, uow: UnitOfWork) -> str | None:
+    if key is None:
+        return None
+    maximum = uow.settings.idempotency_key_max
+    if (
+        not isinstance(key, str)
+        or not 1 <= len(key) <= maximum
+        or not all("!" <= c <= "~" for c in key)
+    ):
+        raise Invalid(
+            f"Idempotency-Key must be 1 to {maximum} visible ASCII characters (no spaces).",
+            field="idempotency_key",
+        )
+    return key
+
+
+def _check_content(
+    uow: UnitOfWork, caller: Caller, body: object, summary: object, kind: object
+) -> tuple[str, str | None, str]:
+    s = uow.settings
+    if not isinstance(body, str) or not body.strip():
+        raise Invalid("body must be a non-empty string.", field="body")
+    if len(body) > s.message_body_max:
+        raise Invalid(
+            f"body is {len(body)} characters; the limit is {s.message_body_max}. Point at a file "
+            "or URL instead of pasting it.",
+            field="body",
+        )
+    if summary is not None:
+        if not isinstance(summary, str):
+            raise Invalid("summary must be a string.", field="summary")
+        summary = summary.strip() or None
+    if summary is not None:
+        if "\n" in summary or "\r" in summary:
+            raise Invalid("summary must be one line.", field="summary")
+        if len(summary) > s.summary_max:
+            raise Invalid(f"summary must be at most {s.summary_max} characters.", field="summary")
+    if summary is None and not caller.is_operator and len(body) > s.summary_required_over:
+        raise SummaryRequired(
+            f"This body is {len(body)} characters: add a summary (one line, up to "
+            f"{s.summary_max} characters, saying what you are asking for) to any body over "
+            f"{s.summary_required_over}.",
+            field="summary",
+        )
+    if kind is None:
+        kind = DEFAULT_KIND
+    if kind not in KINDS:
+        raise Invalid(f"kind must be one of {', '.join(KINDS)}.", field="kind")
+    assert isinstance(kind, str)
+    return body, summary, kind
+
+
+def _fingerprint(
+    thread_id: str, body: str, summary: str | None, kind: str, reply_to: str | None
+) -> str:
+    canonical = json.dumps([thread_id, body, summary, kind, reply_to], ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _replay(uow: UnitOfWork, original: Message, fingerprint: str) -> SendResult:
+    if original.content_hash != fingerprint:
+        raise IdempotencyKeyReused(
+            "This Idempotency-Key was already used for a different message; use a new key for "
+            "new content.",
+            field="idempotency_key",
+        )
+    rows = uow.session.execute(
+        select(Delivery, Agent.username)
+        .join(Agent, Agent.id == Delivery.recipient_id)
+        .where(Delivery.message_id == original.id)
+        .order_by(Delivery.id)
+    ).all()
+    sender = threads.usernames(uow, [original.sender_id]).get(original.sender_id, "")
+    return SendResult(
+        message=to_read(original, sender),
+        deliveries=[DeliveryBrief(id=d.id, recipient=name, state=state_of(d)) for d, name in rows],
+        duplicate=True,
+    )
+
+
+def _by_key(uow: UnitOfWork, sender_id: str, key: str) -> Message | None:
+    return uow.session.scalars(
+        select(Message).where(Message.sender_id == sender_id, Message.idempotency_key == key)
+    ).first()
+
+
+def send_message(
+    uow: UnitOfWork,
+    caller: Caller,
+    thread_id: str,
+    body: object,
+    summary: object = None,
+    kind: object = None,
+    reply_to: object = None,
+    idempotency_key: object = None,
+) -> SendResult:
+    """Store one message and one delivery per other participant who can receive, in one
+    transaction. With an idempotency key, a repeat returns the original (``duplicate``)."""
+    key = check_idempotency_key(idempotency_key, uow)
+    thread = threads.visible_thread(uow, caller, thread_id, lock=True)
+    body, summary, kind = _check_content(uow, caller, body, summary, kind)
+    if reply_to is not None and not isinstance(reply_to, str):
+        raise Invalid("reply_to must be a message id.", field="reply_to")
+    fingerprint = _fingerprint(thread.id, body, summary, kind, reply_to)
+    if key is not None and (original := _by_key(uow, caller.agent_id, key)) is not None:
+        return _replay(uow, original, fingerprint)
+    if thread.status != OPEN:
+        raise ThreadNotOpen(
+            f"Thread {thread.id} is {thread.status.replace('_', ' ')}: participants can still read "
+            "and acknowledge, but no new messages are accepted."
+        )
+    if reply_to is not None:
+        found = uow.session.scalar(
+            select(Message.id).where(Message.id == reply_to, Message.thread_id == thread.id)
+        )
+        if found is None:
+            raise Invalid("reply_to must name a message in this thread.", field="reply_to")
+
+    recipients = uow.session.execute(
+        select(Agent.id, Agent.username)
+        .join(Participant, Participant.agent_id == Agent.id)
+        .where(
+            Participant.thread_id == thread.id,
+            Agent.id != caller.agent_id,
+            Agent.status == "active",
+        )
+        .order_by(Participant.added_at, Agent.username)
+    ).all()
+    if not recipients:
+        raise NoRecipients(
+            "Nobody else in this thread can receive this message; add a participant first."
+        )
+    if caller.is_operator:
+        threads.join(uow, thread, caller.agent_id)
+
+    now = utcnow()
+    message = Message(
+        id=new_id("msg"),
+        workspace_id=caller.workspace_id,
+        thread_id=thread.id,
+        sender_id=caller.agent_id,
+        kind=kind,
+        summary=summary,
+        body=body,
+        reply_to_id=reply_to,
+        created_at=now,
+        idempotency_key=key,
+        content_hash=fingerprint if key is not None else None,
+    )
+    try:
+        with uow.session.begin_nested():
+            uow.session.add(message)
+            uow.session.flush()
+    except IntegrityError:
+        # The same key raced in from a concurrent call (in another thread of the sender's):
+        # that call's message is the one, and this is its duplicate.
+        original = _by_key(uow, caller.agent_id, key) if key is not None else None
+        if original is None:
+            raise
+        return _replay(uow, original, fingerprint)
+
+    rows = [
+        {
+            "id": new_id("dlv"),
+            "workspace_id": caller.workspace_id,
+            "message_id": message.id,
+            "thread_id": thread.id,
+            "recipient_id": recipient_id,
+            "accepted_at": now,
+            "publish_count": 0,
+        }
+        for recipient_id, _ in recipients
+    ]
+    uow.session.execute(insert(Delivery), rows)
+    thread.last_activity_at = now
+    uow.session.flush()
+
+    recipient_ids = [r for r, _ in recipients]
+    if uow.hooks is not None:
+        hooks = uow.hooks
+        uow.after_commit(lambda: hooks.inbox_changed(recipient_ids))
+    return SendResult(
+        message=to_read(message, caller.username),
+        deliveries=[
+            DeliveryBrief(id=row["id"], recipient=name, state="accepted")
+            for row, (_, name) in zip(rows, recipients, strict=True)
+        ],
+        duplicate=False,
+    )
+
+
+def _parse_since(since: str | None, uow: UnitOfWork) -> tuple[str | None, datetime | None]:
+    if not since:
+        return None, None
+    if kind_of(since) == "message":
+        return since, None
+    try:
+        moment = datetime.fromisoformat(since.replace("Z", "+00:00"))
+    except ValueError:
+        raise Invalid(
+            "since must be a message id or an RFC 3339 time such as 2026-11-29T18:10:00Z.",
+            field="since",
+        ) from None
+    if moment.tzinfo is None:
+        raise Invalid("since must carry a time zone (end it with Z for UTC).", field="since")
+    return None, moment
+
+
+def history(
+    uow: UnitOfWork,
+    caller: Caller,
+    thread_id: str,
+    since: str | None = None,
+    limit: object = None,
+    cursor: str | None = None,
+) -> History:
+    """The thread's messages with full bodies, oldest first. Stamps the caller's deliveries among
+    them fetched."""
+    s = uow.settings
+    thread = threads.visible_thread(uow, caller, thread_id)
+    after_id, after_time = _parse_since(since, uow)
+    after_id = decode_cursor(cursor) or after_id
+    count = clamp_limit(limit, s.list_default, s.list_max)
+    stmt = select(Message).where(Message.thread_id == thread.id)
+    if after_id:
+        stmt = stmt.where(Message.id > after_id)
+    if after_time:
+        stmt = stmt.where(Message.created_at > after_time)
+    rows = uow.session.scalars(stmt.order_by(Message.id).limit(count + 1)).all()
+    page = list(rows[:count])
+    if page:
+        own = uow.session.scalars(
+            select(Delivery).where(
+                Delivery.message_id.in_([m.id for m in page]),
+                Delivery.recipient_id == caller.agent_id,
+            )
+        ).all()
+        deliveries.opened(uow, own)
+    next_cursor = encode_cursor(page[-1].id) if len(rows) > count else None
+    return History(items=_reads(uow, page), next_cursor=next_cursor)
+
+
+def read_message(uow: UnitOfWork, caller: Caller, ident: str) -> MessageWithDelivery:
+    """One message with its full body, by message id or the caller's delivery id. Stamps the
+    caller's delivery fetched."""
+    kind = kind_of(ident)
+    delivery: Delivery | None = None
+    if kind == "delivery":
+        delivery = uow.session.scalars(
+            select(Delivery).where(Delivery.id == ident, Delivery.recipient_id == caller.agent_id)
+        ).first()
+        message_id = delivery.message_id if delivery else None
+    elif kind == "message":
+        message_id = ident
+    else:
+        message_id = None
+    message = (
+        uow.session.scalars(
+            select(Message).where(
+                Message.id == message_id, Message.workspace_id == caller.workspace_id
+            )
+        ).first()
+        if message_id
+        else None
+    )
+    if message is None:
+        raise not_found("message", ident)
+    try:
+        threads.visible_thread(uow, caller, message.thread_id)
+    except NotFound:
+        raise not_found("message", ident) from None
+    if delivery is None:
+        delivery = uow.session.scalars(
+            select(Delivery).where(
+                Delivery.message_id == message.id, Delivery.recipient_id == caller.agent_id
+            )
+        ).first()
+    if delivery is not None:
+        deliveries.opened(uow, [delivery])
+    sender = threads.usernames(uow, [message.sender_id]).get(message.sender_id, "")
+    return MessageWithDelivery(
+        message=to_read(message, sender),
+        delivery=deliveries.to_read(delivery, caller.username) if delivery else None,
+    )
+
+
+def messages_with_receipts(uow: UnitOfWork, thread: Thread) -> list[MessageWithReceipts]:
+    """Every message of a thread with each recipient's receipt (the operator's thread view)."""
+    messages = uow.session.scalars(
+        select(Message).where(Message.thread_id == thread.id).order_by(Message.id)
+    ).all()
+    receipts = uow.session.scalars(
+        select(Delivery).where(Delivery.thread_id == thread.id).order_by(Delivery.id)
+    ).all()
+    by_message: dict[str, list[Delivery]] = {}
+    for d in receipts:
+        by_message.setdefault(d.message_id, []).append(d)
+    names = threads.usernames(
+        uow, [m.sender_id for m in messages] + [d.recipient_id for d in receipts]
+    )
+    return [
+        MessageWithReceipts(
+            **to_read(m, names.get(m.sender_id, "")).model_dump(),
+            deliveries=[
+                deliveries.to_read(d, names.get(d.recipient_id, ""))
+                for d in by_message.get(m.id, [])
+            ],
+        )
+        for m in messages
+    ]

@@ -1,0 +1,1 @@
+"""Threads (one per task) and their participants."""

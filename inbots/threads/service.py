@@ -1,0 +1,276 @@
+"""Threads: open, list, read, add participants, and the close-request cycle."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+
+from sqlalchemy import Select, select, update
+from sqlalchemy.exc import IntegrityError
+
+from inbots.agents.models import Agent
+from inbots.agents.service import check_username
+from inbots.auth.service import Caller
+from inbots.db.uow import UnitOfWork
+from inbots.errors import Conflict, Forbidden, Invalid, ThreadNotOpen, not_found
+from inbots.kit.clock import utcnow
+from inbots.kit.ids import new_id
+from inbots.kit.paging import clamp_limit
+from inbots.threads.models import CLOSE_REQUESTED, CLOSED, OPEN, STATUSES, Participant, Thread
+from inbots.threads.schemas import ThreadDetail, ThreadRead
+
+
+def visible_thread(
+    uow: UnitOfWork, caller: Caller, thread_id: str, *, lock: bool = False
+) -> Thread:
+    """The thread if the caller may see it, else 404 (never 403: existence is not revealed).
+
+    The operator sees every thread of its workspace; an agent only threads it is in that are not
+    closed. ``lock`` takes the row for the rest of the transaction (PostgreSQL), so a send and a
+    close of the same thread cannot interleave.
+    """
+    stmt: Select[tuple[Thread]] = select(Thread).where(
+        Thread.id == thread_id, Thread.workspace_id == caller.workspace_id
+    )
+    if not caller.is_operator:
+        stmt = stmt.join(
+            Participant,
+            (Participant.thread_id == Thread.id) & (Participant.agent_id == caller.agent_id),
+        ).where(Thread.status != CLOSED)
+    if lock:
+        stmt = stmt.with_for_update(of=Thread)
+    thread = uow.session.scalars(stmt).first()
+    if thread is None:
+        raise not_found("thread", thread_id)
+    return thread
+
+
+def participants_of(uow: UnitOfWork, thread_ids: Iterable[str]) -> dict[str, list[str]]:
+    """Usernames of each thread's participants, in the order they joined, in one query."""
+    ids = list(thread_ids)
+    result: dict[str, list[str]] = defaultdict(list)
+    if not ids:
+        return result
+    rows = uow.session.execute(
+        select(Participant.thread_id, Agent.username)
+        .join(Agent, Agent.id == Participant.agent_id)
+        .where(Participant.thread_id.in_(ids))
+        .order_by(Participant.added_at, Agent.username)
+    ).all()
+    for thread_id, username in rows:
+        result[thread_id].append(username)
+    return result
+
+
+def usernames(uow: UnitOfWork, agent_ids: Iterable[str]) -> dict[str, str]:
+    ids = set(agent_ids)
+    if not ids:
+        return {}
+    rows = uow.session.execute(select(Agent.id, Agent.username).where(Agent.id.in_(ids))).all()
+    return dict(rows)  # type: ignore[arg-type]
+
+
+def to_reads(uow: UnitOfWork, threads: Sequence[Thread]) -> list[ThreadRead]:
+    people = participants_of(uow, (t.id for t in threads))
+    names = usernames(uow, (t.opened_by_id for t in threads))
+    return [
+        ThreadRead(
+            id=t.id,
+            title=t.title,
+            goal=t.goal,
+            status=t.status,
+            opened_by=names.get(t.opened_by_id, ""),
+            participants=people.get(t.id, []),
+            created_at=t.created_at,
+            last_activity_at=t.last_activity_at,
+            close_requested_at=t.close_requested_at,
+            closed_at=t.closed_at,
+        )
+        for t in threads
+    ]
+
+
+def _resolve_usernames(
+    uow: UnitOfWork, caller: Caller, names: Sequence[object], field: str
+) -> list[Agent]:
+    """Active agents (or the operator) of the caller's workspace by username, or 422 naming them."""
+    wanted = [check_username(n, field) for n in names]
+    found = {
+        a.username: a
+        for a in uow.session.scalars(
+            select(Agent).where(
+                Agent.workspace_id == caller.workspace_id,
+                Agent.username.in_(set(wanted)),
+                Agent.status == "active",
+            )
+        )
+    }
+    missing = [n for n in dict.fromkeys(wanted) if n not in found]
+    if missing:
+        raise Invalid(
+            f"Unknown or archived username: {', '.join(missing)}. "
+            "Check the directory for who can receive mail.",
+            field=field,
+        )
+    return [found[n] for n in dict.fromkeys(wanted)]
+
+
+def _check_title(title: object, goal: object, uow: UnitOfWork) -> tuple[str, str | None]:
+    s = uow.settings
+    if not isinstance(title, str) or not title.strip():
+        raise Invalid("title must be a non-empty string.", field="title")
+    title = title.strip()
+    if len(title) > s.thread_title_max:
+        raise Invalid(f"title must be at most {s.thread_title_max} characters.", field="title")
+    if goal is not None:
+        if not isinstance(goal, str):
+            raise Invalid("goal must be a string.", field="goal")
+        goal = goal.strip() or None
+        if goal is not None and len(goal) > s.thread_goal_max:
+            raise Invalid(f"goal must be at most {s.thread_goal_max} characters.", field="goal")
+    return title, goal
+
+
+def open_thread(
+    uow: UnitOfWork, caller: Caller, title: object, goal: object, participants: Sequence[object]
+) -> ThreadRead:
+    """Open a thread for one task; the caller is its opener and a participant."""
+    title, goal = _check_title(title, goal, uow)
+    if not isinstance(participants, list | tuple):
+        raise Invalid("participants must be a list of usernames.", field="participants")
+    members = _resolve_usernames(uow, caller, participants, "participants")
+    now = utcnow()
+    thread = Thread(
+        id=new_id("th"),
+        workspace_id=caller.workspace_id,
+        title=title,
+        goal=goal,
+        status=OPEN,
+        opened_by_id=caller.agent_id,
+        created_at=now,
+        last_activity_at=now,
+    )
+    uow.session.add(thread)
+    uow.session.flush()
+    ids = dict.fromkeys([caller.agent_id, *(m.id for m in members)])
+    uow.session.add_all(
+        Participant(thread_id=thread.id, agent_id=i, added_at=now, added_by_id=caller.agent_id)
+        for i in ids
+    )
+    uow.session.flush()
+    return to_reads(uow, [thread])[0]
+
+
+def list_threads(
+    uow: UnitOfWork, caller: Caller, status: str | None = None, limit: object = None
+) -> list[ThreadRead]:
+    """Agents: threads they are in that are not closed. Operator: every thread. Most recent
+    activity first."""
+    if status is not None and status not in STATUSES:
+        raise Invalid(f"status must be one of {', '.join(STATUSES)}.", field="status")
+    s = uow.settings
+    stmt = select(Thread).where(Thread.workspace_id == caller.workspace_id)
+    if not caller.is_operator:
+        stmt = stmt.join(
+            Participant,
+            (Participant.thread_id == Thread.id) & (Participant.agent_id == caller.agent_id),
+        ).where(Thread.status != CLOSED)
+    if status is not None:
+        stmt = stmt.where(Thread.status == status)
+    stmt = stmt.order_by(Thread.last_activity_at.desc(), Thread.id.desc()).limit(
+        clamp_limit(limit, s.list_default, s.list_max)
+    )
+    return to_reads(uow, uow.session.scalars(stmt).all())
+
+
+def get_thread(uow: UnitOfWork, caller: Caller, thread_id: str) -> ThreadDetail:
+    """One thread with its participants; the operator also gets every message with receipts."""
+    from inbots.messages.service import messages_with_receipts  # messages build on threads
+
+    thread = visible_thread(uow, caller, thread_id)
+    read = to_reads(uow, [thread])[0]
+    detail = ThreadDetail(**read.model_dump())
+    if caller.is_operator:
+        detail.messages = messages_with_receipts(uow, thread)
+    return detail
+
+
+def add_participant(
+    uow: UnitOfWork, caller: Caller, thread_id: str, username: object
+) -> ThreadRead:
+    """Put an agent on the thread's distribution list (idempotent); it may read the history."""
+    thread = visible_thread(uow, caller, thread_id, lock=True)
+    (agent,) = _resolve_usernames(uow, caller, [username], "username")
+    if thread.status != OPEN:
+        raise ThreadNotOpen(
+            f"Thread {thread.id} is {thread.status.replace('_', ' ')}; participants can no longer "
+            "be added."
+        )
+    present = uow.session.get(Participant, (thread.id, agent.id))
+    if present is None:
+        try:
+            with uow.session.begin_nested():
+                uow.session.add(
+                    Participant(
+                        thread_id=thread.id,
+                        agent_id=agent.id,
+                        added_at=utcnow(),
+                        added_by_id=caller.agent_id,
+                    )
+                )
+                uow.session.flush()
+        except IntegrityError:
+            pass  # added by a concurrent call: the outcome is the same
+    return to_reads(uow, [thread])[0]
+
+
+def join(uow: UnitOfWork, thread: Thread, agent_id: str) -> None:
+    """Make ``agent_id`` a participant if it is not one yet (the operator joins by posting)."""
+    if uow.session.get(Participant, (thread.id, agent_id)) is None:
+        uow.session.add(
+            Participant(
+                thread_id=thread.id, agent_id=agent_id, added_at=utcnow(), added_by_id=agent_id
+            )
+        )
+
+
+def request_close(uow: UnitOfWork, caller: Caller, thread_id: str) -> ThreadRead:
+    """The opener asks the operator to close the thread. Idempotent while pending."""
+    caller.require_agent()
+    thread = visible_thread(uow, caller, thread_id, lock=True)
+    if thread.opened_by_id != caller.agent_id:
+        raise Forbidden("Only the agent that opened this thread can request its close.")
+    if thread.status == OPEN:
+        thread.status = CLOSE_REQUESTED
+        thread.close_requested_at = utcnow()
+        uow.session.flush()
+    return to_reads(uow, [thread])[0]
+
+
+def close_thread(uow: UnitOfWork, caller: Caller, thread_id: str) -> ThreadRead:
+    """The operator closes a thread (confirming a request, or outright). Idempotent."""
+    caller.require_operator()
+    thread = visible_thread(uow, caller, thread_id, lock=True)
+    if thread.status != CLOSED:
+        now = utcnow()
+        thread.status = CLOSED
+        thread.closed_at = now
+        uow.session.flush()
+    return to_reads(uow, [thread])[0]
+
+
+def dismiss_close(uow: UnitOfWork, caller: Caller, thread_id: str) -> ThreadRead:
+    """The operator turns a pending close request down; the thread is open again."""
+    caller.require_operator()
+    thread = visible_thread(uow, caller, thread_id, lock=True)
+    if thread.status != CLOSE_REQUESTED:
+        raise Conflict(f"Thread {thread.id} has no pending close request (it is {thread.status}).")
+    thread.status = OPEN
+    uow.session.flush()
+    return to_reads(uow, [thread])[0]
+
+
+def touch_activity(uow: UnitOfWork, thread_id: str) -> None:
+    uow.session.execute(
+        update(Thread).where(Thread.id == thread_id).values(last_activity_at=utcnow())
+    )

@@ -1,0 +1,1 @@
+"""Workspaces and operator tokens."""
