@@ -1,0 +1,71 @@
+"""Test clients: the operator and agents of one workspace, over real HTTP."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+
+class Caller:
+    """One bearer token's view of the API. ``call`` returns the response, unchecked."""
+
+    def __init__(self, client: httpx.Client, token: str, name: str) -> None:
+        self.client = client
+        self.token = token
+        self.name = name
+        self.headers = {"Authorization": f"Bearer {token}"}
+
+    def call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        headers = {**self.headers, **kwargs.pop("headers", {})}
+        return self.client.request(method, "/v1" + path, headers=headers, **kwargs)
+
+    def get(self, path: str, **kw: Any) -> httpx.Response:
+        return self.call("GET", path, **kw)
+
+    def post(self, path: str, **kw: Any) -> httpx.Response:
+        return self.call("POST", path, **kw)
+
+    def ok(self, method: str, path: str, status: int = 200, **kw: Any) -> Any:
+        """Call and insist on ``status``; returns the JSON body."""
+        response = self.call(method, path, **kw)
+        assert response.status_code == status, (response.status_code, response.text)
+        return response.json() if response.content else None
+
+    # Conveniences for the common steps of a scenario.
+    def open_thread(self, title: str = "A task", participants: list[str] | None = None, **kw: Any) -> dict[str, Any]:
+        body = {"title": title, "participants": participants or [], **kw}
+        return self.ok("POST", "/threads", 201, json=body)  # type: ignore[no-any-return]
+
+    def send(self, thread_id: str, body: str = "hello", **kw: Any) -> dict[str, Any]:
+        headers = kw.pop("headers", {})
+        return self.ok(  # type: ignore[no-any-return]
+            "POST", f"/threads/{thread_id}/messages", 201, json={"body": body, **kw}, headers=headers
+        )
+
+    def inbox(self, **params: Any) -> dict[str, Any]:
+        return self.ok("GET", "/inbox", params=params)  # type: ignore[no-any-return]
+
+
+class Api(Caller):
+    """The operator of one workspace, able to register agents."""
+
+    def __init__(self, base_url: str, operator_token: str) -> None:
+        super().__init__(httpx.Client(base_url=base_url, timeout=30), operator_token, "operator")
+        self.base_url = base_url
+
+    def agent(self, name: str, description: str | None = None) -> Caller:
+        body: dict[str, Any] = {"name": name}
+        if description is not None:
+            body["description"] = description
+        created = self.ok("POST", "/agents", 201, json=body)
+        return Caller(self.client, created["api_key"], name)
+
+    def delivery(self, delivery_id: str) -> dict[str, Any]:
+        return self.ok("GET", f"/deliveries/{delivery_id}")  # type: ignore[no-any-return]
+
+    def __enter__(self) -> Api:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.close()
