@@ -69,11 +69,7 @@ def serve(
         seeded = ensure_first_workspace(uow, settings.operator_token)
     base = f"http://{settings.host}:{settings.port}"
     out.print(f"[bold]Inbots[/] on {base}  (database: {_redact(settings.database_url)})")
-    if seeded.minted_token:
-        out.print(
-            "Operator token (shown once; store it now, it is kept only as a hash):\n"
-            f"  [bold green]{seeded.minted_token}[/]"
-        )
+    _print_minted(seeded.minted_token)
     out.print(f"API: {base}/v1   OpenAPI: {base}/openapi.json")
     uvicorn.run(
         create_app(settings, db),
@@ -81,6 +77,15 @@ def serve(
         port=settings.port,
         log_level=settings.log_level.lower(),
     )
+
+
+def _print_minted(token: str | None) -> None:
+    if token:
+        out.print(
+            "Operator token (shown once; store it now, it is kept only as a hash):\n"
+            f"  [bold green]{token}[/]",
+            highlight=False,
+        )
 
 
 def _redact(url: str) -> str:
@@ -95,7 +100,10 @@ def _redact(url: str) -> str:
 @db_app.command("upgrade")
 def db_upgrade(revision: Annotated[str, typer.Argument()] = "head") -> None:
     """Apply the schema migrations (SQLite or PostgreSQL, from INBOTS_DATABASE_URL)."""
+    from inbots.db.engine import Database
     from inbots.db.migrate import current, upgrade
+    from inbots.db.uow import unit_of_work
+    from inbots.workspaces.service import ensure_first_workspace
 
     settings = settings_or_exit()
     try:
@@ -103,6 +111,12 @@ def db_upgrade(revision: Annotated[str, typer.Argument()] = "head") -> None:
     except Exception as exc:
         fail(f"migration failed: {exc}")
     out.print(f"Database at revision {current(settings)}.")
+    if revision == "head":
+        db = Database(settings)
+        with unit_of_work(db) as uow:
+            seeded = ensure_first_workspace(uow, settings.operator_token)
+        db.dispose()
+        _print_minted(seeded.minted_token)
 
 
 @workspace_app.command("create")

@@ -29,7 +29,7 @@ def visible_thread(
     closed. ``lock`` takes the row for the rest of the transaction (PostgreSQL), so a send and a
     close of the same thread cannot interleave.
     """
-    stmt: Select[tuple[Thread]] = select(Thread).where(
+    stmt: Select[Thread] = select(Thread).where(
         Thread.id == thread_id, Thread.workspace_id == caller.workspace_id
     )
     if not caller.is_operator:
@@ -67,7 +67,7 @@ def usernames(uow: UnitOfWork, agent_ids: Iterable[str]) -> dict[str, str]:
     if not ids:
         return {}
     rows = uow.session.execute(select(Agent.id, Agent.username).where(Agent.id.in_(ids))).all()
-    return dict(rows)  # type: ignore[arg-type]
+    return {agent_id: username for agent_id, username in rows}
 
 
 def to_reads(uow: UnitOfWork, threads: Sequence[Thread]) -> list[ThreadRead]:
