@@ -67,8 +67,17 @@ def envelope(
     return JSONResponse({"error": body}, status_code=status, headers=headers)
 
 
+_SOURCES = ("body", "query", "path", "header", "cookie")
+
+
+def _parts(loc: tuple[Any, ...]) -> list[str]:
+    """The location inside the request: drop only the leading source ("body", "query", …)."""
+    rest = loc[1:] if loc and loc[0] in _SOURCES else loc
+    return [str(p) for p in rest]
+
+
 def _field_of(loc: tuple[Any, ...]) -> str | None:
-    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    parts = _parts(loc)
     if not parts:
         return None
     field = parts[0]
@@ -85,7 +94,7 @@ def _describe(err: dict[str, Any]) -> tuple[str, str | None]:
         if kind == "missing":
             return "A JSON request body is required.", None
         return "The request body must be a JSON object.", None
-    path = ".".join(str(p) for p in loc if p not in ("body", "query", "path", "header"))
+    path = ".".join(_parts(loc))
     if kind == "missing":
         return f"{path} is required.", field
     msg = str(err.get("msg", "is invalid"))

@@ -129,7 +129,7 @@ def inbox(
             sender.username,
             Message.kind,
             Message.summary,
-            func.substr(Message.body, 1, 4 * s.summary_shown),
+            func.substr(func.ltrim(Message.body, " \t\r\n"), 1, 4 * s.summary_shown),
             Message.created_at,
         )
         .join(Thread, Thread.id == Delivery.thread_id)
