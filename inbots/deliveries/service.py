@@ -129,7 +129,7 @@ def inbox(
             sender.username,
             Message.kind,
             Message.summary,
-            func.substr(func.ltrim(Message.body, " \t\r\n"), 1, 4 * s.summary_shown),
+            Message.body,
             Message.created_at,
         )
         .join(Thread, Thread.id == Delivery.thread_id)
@@ -149,11 +149,11 @@ def inbox(
             thread_title=title,
             sender=sender_name,
             kind=kind,
-            summary=shown_summary(summary, body_head, s.summary_shown),
+            summary=shown_summary(summary, body, s.summary_shown),
             sent_at=sent_at,
             state=state_of(d),
         )
-        for d, title, sender_name, kind, summary, body_head, sent_at in rows
+        for d, title, sender_name, kind, summary, body, sent_at in rows
     ]
     return Inbox(items=items, returned=len(items), waiting=waiting, more=waiting > len(items))
 
@@ -257,7 +257,6 @@ def acknowledge(
             missing.append(ident)
         elif resolved[ident] in done:
             acknowledged.append(ident)
-            done.discard(resolved[ident])  # a message id and its delivery id count once
         else:
             already.append(ident)
     return AckResult(acknowledged=acknowledged, already=already, not_found=missing)
@@ -283,6 +282,7 @@ def list_deliveries(
     """The operator's receipts, newest first, filtered by derived state, recipient or thread."""
     caller.require_operator()
     s = uow.settings
+    state = state or None
     if state is not None and state not in STATES:
         raise Invalid(f"state must be one of {', '.join(STATES)}.", field="state")
     count = clamp_limit(limit, s.list_default, s.list_max)

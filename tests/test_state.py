@@ -1,0 +1,199 @@
+"""The derived delivery state: ``state_of`` (Python) and ``state_sql`` / ``state_filter`` (SQL)
+against a hand-written reference of the spec's rule.
+
+    acknowledged > fetched > delivered > failed > stalled > notified > accepted
+
+where ``stalled`` counts only while ``stalled_at`` is newer than every progress stamp.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+from typing import Any
+
+from sqlalchemy import insert, select
+
+from inbots.db.engine import Database
+from inbots.db.uow import unit_of_work
+from inbots.deliveries.models import Delivery
+from inbots.deliveries.state import STATES, state_filter, state_of, state_sql
+from inbots.kit.ids import new_id
+from tests.helpers import Api
+
+SPEC_ORDER = ("acknowledged", "fetched", "delivered", "failed", "stalled", "notified", "accepted")
+
+T0 = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)  # accepted_at, always
+T1 = T0 + timedelta(seconds=1)
+T1_PLUS = T1 + timedelta(microseconds=1)  # just after T1: ordering to the microsecond
+T2 = T0 + timedelta(seconds=2)
+T3 = T0 + timedelta(minutes=20)
+
+STAMP_CHOICES = (None, T1, T2)
+STALL_CHOICES = (None, T0, T1, T1_PLUS, T2, T3)  # equal to, older and newer than the others
+OPTIONAL = ("notified_at", "delivered_at", "fetched_at", "acknowledged_at", "failed_at")
+
+
+def reference_state(d: Any) -> str:
+    """The spec, written out by hand."""
+    if d.acknowledged_at is not None:
+        return "acknowledged"
+    if d.fetched_at is not None:
+        return "fetched"
+    if d.delivered_at is not None:
+        return "delivered"
+    if d.failed_at is not None:
+        return "failed"
+    if d.stalled_at is not None:
+        progress = [
+            d.accepted_at,
+            d.notified_at,
+            d.delivered_at,
+            d.fetched_at,
+            d.acknowledged_at,
+        ]
+        if all(p is None or d.stalled_at > p for p in progress):
+            return "stalled"
+    if d.notified_at is not None:
+        return "notified"
+    return "accepted"
+
+
+def combinations() -> list[dict[str, Any]]:
+    combos = []
+    for values in itertools.product(STAMP_CHOICES, repeat=len(OPTIONAL)):
+        for stalled in STALL_CHOICES:
+            stamps = dict(zip(OPTIONAL, values, strict=True))
+            combos.append({"accepted_at": T0, **stamps, "stalled_at": stalled})
+    return combos
+
+
+COMBOS = combinations()
+
+
+def test_states_are_the_spec_states_in_spec_order() -> None:
+    assert STATES == SPEC_ORDER
+
+
+def test_the_combinations_reach_every_state() -> None:
+    reached = Counter(reference_state(SimpleNamespace(**c)) for c in COMBOS)
+    assert set(reached) == set(SPEC_ORDER)
+    assert len(COMBOS) == 3**5 * 6
+
+
+def test_state_of_matches_the_reference_for_every_combination_of_stamps() -> None:
+    wrong = []
+    for combo in COMBOS:
+        row = SimpleNamespace(**combo)
+        expected = reference_state(row)
+        if state_of(row) != expected:
+            wrong.append((combo, state_of(row), expected))
+    assert wrong == []
+
+
+def test_state_of_spot_checks() -> None:
+    def state(**stamps: Any) -> str:
+        base: dict[str, Any] = {name: None for name in (*OPTIONAL, "stalled_at")}
+        return state_of(SimpleNamespace(**{**base, "accepted_at": T0, **stamps}))
+
+    assert state() == "accepted"
+    assert state(notified_at=T1) == "notified"
+    assert state(stalled_at=T3) == "stalled"
+    assert state(notified_at=T1, stalled_at=T3) == "stalled"
+    assert state(notified_at=T2, stalled_at=T1) == "notified"  # moved after the stall
+    assert state(notified_at=T1, stalled_at=T1) == "notified"  # equal is not newer
+    assert state(stalled_at=T0) == "accepted"
+    assert state(stalled_at=T3, failed_at=T1) == "failed"
+    assert state(stalled_at=T3, delivered_at=T1) == "delivered"
+    assert state(failed_at=T1, fetched_at=T2) == "fetched"
+    assert state(failed_at=T2, delivered_at=T1) == "delivered"
+    assert state(acknowledged_at=T1, fetched_at=T2, stalled_at=T3) == "acknowledged"
+
+
+def _insert_combinations(api: Api, database: Database) -> dict[str, str]:
+    """One real delivery row per combination; returns id -> reference state."""
+    sender = api.agent("sender")
+    api.agent("reader")
+    thread = sender.open_thread("State table", ["reader"])
+    sent = sender.send(thread["id"], "anchor")
+    with unit_of_work(database, readonly=True) as uow:
+        anchor = uow.session.execute(
+            select(
+                Delivery.workspace_id,
+                Delivery.message_id,
+                Delivery.thread_id,
+                Delivery.recipient_id,
+            ).where(Delivery.id == sent["deliveries"][0]["id"])
+        ).one()
+    expected: dict[str, str] = {}
+    rows = []
+    for combo in COMBOS:
+        ident = new_id("dlv")
+        rows.append(
+            {
+                "id": ident,
+                "workspace_id": anchor.workspace_id,
+                "message_id": anchor.message_id,
+                "thread_id": anchor.thread_id,
+                "recipient_id": anchor.recipient_id,
+                "publish_count": 0,
+                **combo,
+            }
+        )
+        expected[ident] = reference_state(SimpleNamespace(**combo))
+    with unit_of_work(database) as uow:
+        uow.session.execute(insert(Delivery), rows)
+    return expected
+
+
+def test_state_sql_and_state_filter_agree_with_state_of_on_real_rows(
+    api: Api, database: Database
+) -> None:
+    expected = _insert_combinations(api, database)
+
+    with unit_of_work(database, readonly=True) as uow:
+        loaded = [
+            (delivery.id, state_of(delivery), sql_state)
+            for delivery, sql_state in uow.session.execute(
+                select(Delivery, state_sql(Delivery)).where(Delivery.id.in_(list(expected)))
+            )
+        ]
+        filtered = {
+            state: set(
+                uow.session.scalars(
+                    select(Delivery.id).where(
+                        Delivery.id.in_(list(expected)), state_filter(Delivery, state)
+                    )
+                )
+            )
+            for state in SPEC_ORDER
+        }
+
+    assert len(loaded) == len(expected)
+    python_wrong = [(i, p, expected[i]) for i, p, _ in loaded if p != expected[i]]
+    sql_wrong = [(i, s, expected[i]) for i, _, s in loaded if s != expected[i]]
+    assert python_wrong == []
+    assert sql_wrong == []
+    for state in SPEC_ORDER:
+        wanted = {ident for ident, s in expected.items() if s == state}
+        assert wanted, state
+        assert filtered[state] == wanted, state
+    assert sum(len(ids) for ids in filtered.values()) == len(expected)
+
+
+def test_state_filter_of_an_unknown_state_matches_nothing(api: Api, database: Database) -> None:
+    sender = api.agent("sender")
+    api.agent("reader")
+    thread = sender.open_thread("Unknown state", ["reader"])
+    sender.send(thread["id"], "one row")
+
+    with unit_of_work(database, readonly=True) as uow:
+        everything = uow.session.scalars(select(Delivery.id)).all()
+        matched = uow.session.scalars(
+            select(Delivery.id).where(state_filter(Delivery, "bogus"))
+        ).all()
+
+    assert len(everything) == 1
+    assert matched == []
