@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, ParamSpec, TypeVar
+from typing import Annotated, TypeVar
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from inbots.auth import service as auth
 from inbots.auth.service import Caller
-from inbots.db.uow import unit_of_work
+from inbots.db.uow import run_unit, unit_of_work
 
-P = ParamSpec("P")
 T = TypeVar("T")
 
 
@@ -25,11 +24,24 @@ class Context:
     caller: Caller
 
     def run(
-        self, fn: Callable[..., T], *args: object, readonly: bool = False, **kwargs: object
+        self,
+        fn: Callable[..., T],
+        *args: object,
+        readonly: bool = False,
+        mostly_reads: bool = False,
+        **kwargs: object,
     ) -> T:
         state = self.request.app.state
-        with unit_of_work(state.db, state.hooks, readonly=readonly) as uow:
-            return fn(uow, self.caller, *args, **kwargs)
+        return run_unit(
+            state.db,
+            state.hooks,
+            fn,
+            self.caller,
+            *args,
+            readonly=readonly,
+            mostly_reads=mostly_reads,
+            **kwargs,
+        )
 
 
 def resolve_caller(request: Request, authorization: str | None) -> Caller:

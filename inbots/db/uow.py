@@ -10,14 +10,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from inbots.config import Settings
 from inbots.db.engine import Database
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class UnitOfWork:
@@ -41,9 +43,11 @@ class UnitOfWork:
 
 @contextmanager
 def unit_of_work(
-    db: Database, hooks: Any = None, *, readonly: bool = False
+    db: Database, hooks: Any = None, *, readonly: bool = False, deferred: bool = False
 ) -> Iterator[UnitOfWork]:
-    session = db.session(readonly=readonly)
+    """One transaction. ``readonly`` rolls back at the end; ``deferred`` (SQLite) begins without
+    the write lock and takes it only if the work writes (see :func:`run_unit`)."""
+    session = db.session(readonly=readonly or deferred)
     uow = UnitOfWork(session, db.settings, hooks)
     try:
         yield uow
@@ -57,3 +61,35 @@ def unit_of_work(
     finally:
         session.close()
     uow._run_after_commit()
+
+
+def _lost_sqlite_race(exc: OperationalError) -> bool:
+    text = str(exc.orig).lower() if exc.orig is not None else str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def run_unit(
+    db: Database,
+    hooks: Any,
+    fn: Callable[..., T],
+    *args: Any,
+    readonly: bool = False,
+    mostly_reads: bool = False,
+    **kwargs: Any,
+) -> T:
+    """Run ``fn(uow, *args, **kwargs)`` in one unit of work.
+
+    ``mostly_reads`` is for calls that usually only read but sometimes stamp (an inbox listing):
+    on SQLite they begin deferred, so concurrent readers do not queue for the write lock, and if a
+    write then loses the race for it (SQLITE_BUSY), the whole unit reruns as a writer.
+    """
+    optimistic = mostly_reads and db.dialect == "sqlite" and not readonly
+    if optimistic:
+        try:
+            with unit_of_work(db, hooks, deferred=True) as uow:
+                return fn(uow, *args, **kwargs)
+        except OperationalError as exc:
+            if not _lost_sqlite_race(exc):
+                raise
+    with unit_of_work(db, hooks, readonly=readonly) as uow:
+        return fn(uow, *args, **kwargs)

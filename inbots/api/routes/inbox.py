@@ -18,13 +18,13 @@ router = APIRouter(tags=["inbox"])
 @router.get("/inbox", response_model=Inbox)
 def inbox(ctx: AgentCtx, limit: str | None = None) -> Inbox:
     """Unacknowledged mail, oldest first, summaries only. Stamps delivered, never fetched."""
-    return ctx.run(service.inbox, limit)
+    return ctx.run(service.inbox, limit, mostly_reads=True)
 
 
 @router.get("/operator/inbox", response_model=Inbox)
 def operator_inbox(ctx: OperatorCtx, limit: str | None = None) -> Inbox:
     """Deliveries addressed to the operator, as ``/v1/inbox``."""
-    return ctx.run(service.inbox, limit)
+    return ctx.run(service.inbox, limit, mostly_reads=True)
 
 
 def _wait_seconds(raw: str | None, default: float, maximum: float) -> float:
@@ -55,19 +55,19 @@ async def wait_for_mail(ctx: AgentCtx, timeout: str | None = None) -> Inbox:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(woken.wait(), timeout=remaining)
             woken.clear()
-    return await run_in_threadpool(ctx.run, service.inbox, None)
+    return await run_in_threadpool(ctx.run, service.inbox, None, mostly_reads=True)
 
 
 @router.get("/messages/{message_or_delivery_id}", response_model=MessageWithDelivery)
 def read_message(ctx: Ctx, message_or_delivery_id: str) -> MessageWithDelivery:
     """One message with its full body. Stamps the caller's delivery fetched."""
-    return ctx.run(messages.read_message, message_or_delivery_id)
+    return ctx.run(messages.read_message, message_or_delivery_id, mostly_reads=True)
 
 
 @router.post("/deliveries/{delivery_id}/received", response_model=DeliveryRead)
 def received(ctx: Ctx, delivery_id: str) -> DeliveryRead:
     """A webhook handler confirms it woke its agent: stamps delivered."""
-    return ctx.run(service.mark_received, delivery_id)
+    return ctx.run(service.mark_received, delivery_id, mostly_reads=True)
 
 
 @router.post("/acks", response_model=AckResult)

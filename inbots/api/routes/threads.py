@@ -77,7 +77,7 @@ def thread_history(
     cursor: str | None = None,
 ) -> History:
     """History with full bodies, oldest first. Stamps the caller's deliveries fetched."""
-    return ctx.run(messages.history, thread_id, since, limit, cursor)
+    return ctx.run(messages.history, thread_id, since, limit, cursor, mostly_reads=True)
 
 
 @router.post("/threads/{thread_id}/close-request", status_code=202, response_model=ThreadRead)
