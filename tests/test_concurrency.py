@@ -1,0 +1,172 @@
+"""Concurrency: many senders into one thread lose nothing and duplicate nothing; a send costs the
+same number of SQL statements however many recipients it has."""
+
+from __future__ import annotations
+
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import distinct, event, func, select
+
+from inbots.agents.models import Agent
+from inbots.auth.service import Caller as AuthCaller
+from inbots.auth.service import authenticate
+from inbots.db.engine import Database
+from inbots.db.uow import unit_of_work
+from inbots.deliveries.models import Delivery
+from inbots.messages.models import Message
+from inbots.messages.service import send_message
+from tests.helpers import Api
+
+SENDERS = 20
+SENDS_EACH = 50
+TOTAL = SENDERS * SENDS_EACH
+
+
+def _send_all(base_url: str, key: str, name: str, thread_id: str) -> list[int]:
+    statuses = []
+    with httpx.Client(base_url=base_url, timeout=60) as client:
+        headers = {"Authorization": f"Bearer {key}"}
+        for i in range(SENDS_EACH):
+            response = client.post(
+                f"/v1/threads/{thread_id}/messages",
+                json={"body": f"{name} #{i}", "kind": "update"},
+                headers=headers,
+            )
+            statuses.append(response.status_code)
+    return statuses
+
+
+@pytest.mark.slow
+def test_twenty_concurrent_senders_deliver_exactly_once(api: Api, database: Database) -> None:
+    receiver = api.agent("receiver")
+    senders = {f"sender-{i:02d}": api.agent(f"sender-{i:02d}") for i in range(SENDERS)}
+    thread = receiver.open_thread("Busy thread", sorted(senders))
+    assert len(thread["participants"]) == SENDERS + 1
+
+    with ThreadPoolExecutor(max_workers=SENDERS) as pool:
+        futures = {
+            name: pool.submit(_send_all, api.base_url, caller.token, name, thread["id"])
+            for name, caller in senders.items()
+        }
+        results = {name: future.result() for name, future in futures.items()}
+    for name, statuses in results.items():
+        assert Counter(statuses) == {201: SENDS_EACH}, (name, Counter(statuses))
+
+    # The database: 1000 messages, and exactly one delivery of each to the receiver.
+    with database.engine.connect() as conn:
+        receiver_id = conn.execute(
+            select(Agent.id).where(Agent.username == "receiver")
+        ).scalar_one()
+        messages = conn.execute(
+            select(func.count()).select_from(Message).where(Message.thread_id == thread["id"])
+        ).scalar_one()
+        bodies = conn.execute(
+            select(func.count(distinct(Message.body))).where(Message.thread_id == thread["id"])
+        ).scalar_one()
+        to_receiver = conn.execute(
+            select(func.count(), func.count(distinct(Delivery.message_id))).where(
+                Delivery.recipient_id == receiver_id
+            )
+        ).one()
+        per_message = conn.execute(
+            select(Delivery.message_id, Delivery.recipient_id, func.count())
+            .group_by(Delivery.message_id, Delivery.recipient_id)
+            .having(func.count() > 1)
+        ).all()
+        all_deliveries = conn.execute(select(func.count()).select_from(Delivery)).scalar_one()
+    assert messages == TOTAL
+    assert bodies == TOTAL
+    assert tuple(to_receiver) == (TOTAL, TOTAL)
+    assert per_message == []
+    # Each message goes to every other participant: the receiver and the 19 other senders.
+    assert all_deliveries == TOTAL * SENDERS
+
+    # The receiver's inbox, page by page (acknowledging each page to reach the next).
+    first = receiver.inbox(limit=200)
+    assert first["waiting"] == TOTAL and first["returned"] == 200 and first["more"] is True
+    seen_deliveries: list[str] = []
+    seen_messages: list[str] = []
+    summaries: list[str] = []
+    page: dict[str, Any] = first
+    while page["items"]:
+        items = page["items"]
+        seen_deliveries += [i["delivery_id"] for i in items]
+        seen_messages += [i["message_id"] for i in items]
+        summaries += [i["summary"] for i in items]
+        ids = [i["delivery_id"] for i in items]
+        for start in range(0, len(ids), 100):
+            acked = receiver.ok("POST", "/acks", json={"ids": ids[start : start + 100]})
+            assert acked["acknowledged"] == ids[start : start + 100]
+        page = receiver.inbox(limit=200)
+        assert len(seen_deliveries) <= TOTAL, "the inbox keeps returning mail"
+    assert page == {"items": [], "returned": 0, "waiting": 0, "more": False}
+    assert len(seen_deliveries) == len(set(seen_deliveries)) == TOTAL
+    assert len(seen_messages) == len(set(seen_messages)) == TOTAL
+    expected = {f"{name} #{i}" for name in senders for i in range(SENDS_EACH)}
+    assert set(summaries) == expected
+    # Oldest first: delivery ids are time-ordered, so each page continues the last.
+    assert seen_deliveries == sorted(seen_deliveries)
+
+
+# --- statement count per send -----------------------------------------------------------------
+
+
+def _caller_for(database: Database, key: str) -> AuthCaller:
+    with unit_of_work(database, readonly=True) as uow:
+        return authenticate(uow, key)
+
+
+def _statements_for_send(database: Database, caller: AuthCaller, thread_id: str) -> list[str]:
+    statements: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+        statements.append(statement)
+
+    event.listen(database.engine, "before_cursor_execute", record)
+    try:
+        with unit_of_work(database) as uow:
+            result = send_message(uow, caller, thread_id, "counting statements", None, "task")
+    finally:
+        event.remove(database.engine, "before_cursor_execute", record)
+    assert result.duplicate is False
+    return statements
+
+
+def test_send_statement_count_does_not_grow_with_recipients(api: Api, database: Database) -> None:
+    small = api.agent("small-sender")
+    large = api.agent("large-sender")
+    few = [api.agent(f"few-{i}").name for i in range(2)]
+    many = [api.agent(f"many-{i:02d}").name for i in range(50)]
+    small_thread = small.open_thread("Two recipients", few)
+    large_thread = large.open_thread("Fifty recipients", many)
+    small_caller = _caller_for(database, small.token)
+    large_caller = _caller_for(database, large.token)
+    assert small_caller.username == "small-sender" and not small_caller.is_operator
+
+    # Warm up (first-use queries such as dialect checks must not skew the comparison).
+    _statements_for_send(database, small_caller, small_thread["id"])
+    _statements_for_send(database, large_caller, large_thread["id"])
+
+    with_two = _statements_for_send(database, small_caller, small_thread["id"])
+    with_fifty = _statements_for_send(database, large_caller, large_thread["id"])
+
+    with database.engine.connect() as conn:
+        latest = conn.execute(
+            select(Message.id)
+            .where(Message.thread_id == large_thread["id"])
+            .order_by(Message.id.desc())
+        ).first()
+        assert latest is not None
+        fanned_out = conn.execute(
+            select(func.count()).select_from(Delivery).where(Delivery.message_id == latest[0])
+        ).scalar_one()
+    assert fanned_out == 50
+    assert len(with_two) == len(with_fifty), (
+        f"{len(with_two)} statements for 2 recipients, {len(with_fifty)} for 50:\n"
+        + "\n".join(s.split("\n")[0][:120] for s in with_fifty)
+    )
+    assert len(with_two) <= 15, with_two

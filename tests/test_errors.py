@@ -1,0 +1,598 @@
+"""Bad input: every rejection is the error envelope with a stable code, never a 500, and changes
+nothing that was stored."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import func, select
+
+from inbots.db.engine import Database
+from inbots.deliveries.models import Delivery
+from inbots.messages.models import Message
+from inbots.threads.models import Participant, Thread
+from tests.helpers import Api, Caller
+
+JSON = {"Content-Type": "application/json"}
+LIMIT = 64 * 1024
+
+
+def assert_envelope(response: httpx.Response, label: object = "") -> dict[str, Any]:
+    """The body of a non-2xx answer: ``{"error": {"code", "message", "field"?}}``."""
+    try:
+        body = response.json()
+    except ValueError:
+        raise AssertionError((label, response.status_code, response.text[:300])) from None
+    assert isinstance(body, dict) and "error" in body, (label, body)
+    error = body["error"]
+    assert isinstance(error, dict), (label, body)
+    assert set(error) <= {"code", "message", "field"}, (label, body)
+    assert isinstance(error.get("code"), str) and error["code"], (label, body)
+    assert error["code"] == error["code"].lower() and " " not in error["code"], (label, body)
+    assert isinstance(error.get("message"), str) and error["message"].strip(), (label, body)
+    return error  # type: ignore[no-any-return]
+
+
+def assert_error(
+    response: httpx.Response, status: int, code: str, field: str | None = None, label: object = ""
+) -> dict[str, Any]:
+    assert response.status_code == status, (label, response.status_code, response.text[:300])
+    error = assert_envelope(response, label)
+    assert error["code"] == code, (label, error)
+    if field is not None:
+        assert error.get("field") == field, (label, error)
+    return error
+
+
+@dataclass
+class Scene:
+    alpha: Caller
+    beta: Caller
+    thread_id: str
+    message_id: str
+    delivery_id: str
+
+
+@pytest.fixture
+def scene(api: Api) -> Scene:
+    alpha = api.agent("alpha")
+    beta = api.agent("beta")
+    thread = alpha.open_thread("A task", ["beta"])
+    sent = alpha.send(thread["id"], "first message")
+    return Scene(alpha, beta, thread["id"], sent["message"]["id"], sent["deliveries"][0]["id"])
+
+
+def counts(database: Database) -> dict[str, int]:
+    with database.engine.connect() as conn:
+        return {
+            model.__tablename__: conn.execute(select(func.count()).select_from(model)).scalar_one()
+            for model in (Message, Delivery, Thread, Participant)
+        }
+
+
+# --- malformed JSON, wrong types, missing fields ---------------------------------------------
+
+
+def test_malformed_json_is_422_not_valid_json(api: Api, scene: Scene) -> None:
+    calls = [
+        (scene.alpha, f"/threads/{scene.thread_id}/messages"),
+        (scene.alpha, "/threads"),
+        (scene.alpha, "/acks"),
+        (scene.alpha, f"/threads/{scene.thread_id}/participants"),
+        (api, "/agents"),
+    ]
+    for caller, path in calls:
+        for raw in (b"{not json", b'{"body": "unterminated', b"{'body': 'single quotes'}", b"{,}"):
+            response = caller.post(path, content=raw, headers=JSON)
+            error = assert_error(response, 422, "validation_error", label=(path, raw))
+            assert "not valid JSON" in error["message"], (path, raw, error)
+
+
+def test_send_with_body_of_wrong_type_names_the_field(scene: Scene) -> None:
+    for value in (5, True, ["x"], {"text": "x"}, 1.5):
+        response = scene.alpha.post(f"/threads/{scene.thread_id}/messages", json={"body": value})
+        error = assert_error(response, 422, "validation_error", field="body", label=value)
+        assert "body" in error["message"], error
+
+
+def test_open_thread_with_participants_of_wrong_type_names_the_field(scene: Scene) -> None:
+    for value in ("x", 5, {"beta": True}, [5], [None]):
+        response = scene.alpha.post("/threads", json={"title": "t", "participants": value})
+        error = assert_error(response, 422, "validation_error", field="participants", label=value)
+        assert "participants" in error["message"], error
+
+
+def test_open_thread_with_title_of_wrong_type_names_the_field(scene: Scene) -> None:
+    for value in (5, None, ["t"]):
+        response = scene.alpha.post("/threads", json={"title": value, "participants": ["beta"]})
+        assert_error(response, 422, "validation_error", field="title", label=value)
+
+
+def test_ack_with_ids_of_wrong_type_names_the_field(scene: Scene) -> None:
+    for value in ("x", 5, None, {"id": "x"}, [5], [["x"]]):
+        response = scene.beta.post("/acks", json={"ids": value})
+        error = assert_error(response, 422, "validation_error", field="ids", label=value)
+        assert "ids" in error["message"], error
+
+
+def test_other_wrongly_typed_fields_are_named(api: Api, scene: Scene) -> None:
+    send = f"/threads/{scene.thread_id}/messages"
+    cases: list[tuple[Caller, str, dict[str, Any], str]] = [
+        (scene.alpha, send, {"body": "x", "summary": 5}, "summary"),
+        (scene.alpha, send, {"body": "x", "kind": 5}, "kind"),
+        (scene.alpha, send, {"body": "x", "kind": "shout"}, "kind"),
+        (scene.alpha, send, {"body": "x", "reply_to": 5}, "reply_to"),
+        (scene.alpha, "/threads", {"title": "t", "goal": 5, "participants": []}, "goal"),
+        (scene.alpha, f"/threads/{scene.thread_id}/participants", {"username": 5}, "username"),
+        (scene.beta, "/acks", {"ids": [scene.delivery_id], "outcome": 5}, "outcome"),
+        (scene.beta, "/acks", {"ids": [scene.delivery_id], "outcome": "maybe"}, "outcome"),
+        (scene.beta, "/acks", {"ids": [scene.delivery_id], "note": 5}, "note"),
+        (api, "/agents", {"name": "gamma", "description": 5}, "description"),
+    ]
+    for caller, path, body, field in cases:
+        response = caller.post(path, json=body)
+        assert_error(response, 422, "validation_error", field=field, label=(path, body))
+
+
+def test_missing_required_field_names_it(api: Api, scene: Scene) -> None:
+    cases: list[tuple[Caller, str, dict[str, Any], str]] = [
+        (scene.alpha, f"/threads/{scene.thread_id}/messages", {"summary": "no body"}, "body"),
+        (scene.alpha, "/threads", {"participants": ["beta"]}, "title"),
+        (scene.alpha, f"/threads/{scene.thread_id}/participants", {}, "username"),
+        (scene.beta, "/acks", {"outcome": "done"}, "ids"),
+        (api, "/agents", {"description": "nameless"}, "name"),
+    ]
+    for caller, path, body, field in cases:
+        response = caller.post(path, json=body)
+        error = assert_error(response, 422, "validation_error", field=field, label=(path, body))
+        assert field in error["message"], (path, error)
+
+
+def test_missing_request_body_is_422(scene: Scene) -> None:
+    response = scene.alpha.post(f"/threads/{scene.thread_id}/messages")
+    assert_error(response, 422, "validation_error")
+    response = scene.alpha.post(f"/threads/{scene.thread_id}/messages", content=b"", headers=JSON)
+    assert_error(response, 422, "validation_error")
+
+
+def test_json_that_is_not_an_object_is_422(scene: Scene) -> None:
+    for value in ([], [{"body": "x"}], "body", 5, None, True):
+        response = scene.alpha.post(f"/threads/{scene.thread_id}/messages", json=value)
+        assert_error(response, 422, "validation_error", label=value)
+
+
+# --- oversize bodies ------------------------------------------------------------------------
+
+
+def oversize_send() -> bytes:
+    return json.dumps({"body": "x" * (LIMIT + 100)}).encode()
+
+
+def test_body_over_64_kib_with_content_length_is_413(scene: Scene, database: Database) -> None:
+    before = counts(database)
+    payload = oversize_send()
+    response = scene.alpha.post(
+        f"/threads/{scene.thread_id}/messages",
+        content=payload,
+        headers={**JSON, "Content-Length": str(len(payload))},
+    )
+    assert_error(response, 413, "payload_too_large")
+    assert counts(database) == before
+
+
+def test_body_over_64_kib_streamed_without_content_length_is_413(
+    scene: Scene, database: Database
+) -> None:
+    before = counts(database)
+    payload = oversize_send()
+
+    def chunks() -> Iterator[bytes]:
+        for start in range(0, len(payload), 8192):
+            yield payload[start : start + 8192]
+
+    request = scene.alpha.client.build_request(
+        "POST",
+        f"/v1/threads/{scene.thread_id}/messages",
+        content=chunks(),
+        headers={**scene.alpha.headers, **JSON},
+    )
+    assert "content-length" not in request.headers
+    assert request.headers.get("transfer-encoding") == "chunked"
+    response = scene.alpha.client.send(request)
+    assert_error(response, 413, "payload_too_large")
+    assert counts(database) == before
+
+
+def test_body_under_64_kib_reaches_validation(scene: Scene) -> None:
+    """Just under the cap the request is read and judged on its content (here: too long a body)."""
+    payload = json.dumps({"body": "x" * (LIMIT - 1000), "summary": "s"}).encode()
+    assert len(payload) < LIMIT
+    response = scene.alpha.post(
+        f"/threads/{scene.thread_id}/messages", content=payload, headers=JSON
+    )
+    assert_error(response, 422, "validation_error", field="body")
+
+
+def test_oversize_body_is_413_on_every_endpoint(api: Api, scene: Scene) -> None:
+    blob = json.dumps({"title": "t" * (LIMIT + 1), "participants": []}).encode()
+    for caller, path in (
+        (scene.alpha, "/threads"),
+        (scene.beta, "/acks"),
+        (api, "/agents"),
+        (scene.alpha, f"/threads/{scene.thread_id}/participants"),
+    ):
+        response = caller.post(path, content=blob, headers=JSON)
+        assert_error(response, 413, "payload_too_large", label=path)
+
+
+# --- unknown paths and methods ----------------------------------------------------------------
+
+
+def test_unknown_path_is_404_envelope(api: Api, raw: httpx.Client) -> None:
+    for path in ("/v1/nope", "/v1/agents/alpha/nope", "/v2/agents", "/nope"):
+        response = raw.get(api.base_url + path, headers=api.headers)
+        assert_error(response, 404, "not_found", label=path)
+        assert response.headers["content-type"].startswith("application/json")
+
+
+def test_wrong_method_is_405_envelope(api: Api, scene: Scene) -> None:
+    for method, path in (
+        ("DELETE", "/agents"),
+        ("PUT", "/threads"),
+        ("PATCH", f"/threads/{scene.thread_id}"),
+        ("GET", "/acks"),
+        ("DELETE", f"/threads/{scene.thread_id}/messages"),
+    ):
+        response = api.call(method, path)
+        assert response.status_code == 405, (method, path, response.text)
+        assert_envelope(response, (method, path))
+        assert "allow" in {k.lower() for k in response.headers}
+
+
+def test_unknown_thread_id_is_404(scene: Scene) -> None:
+    response = scene.alpha.post("/threads/th_doesnotexist/messages", json={"body": "x"})
+    assert_error(response, 404, "not_found")
+
+
+# --- odd inputs: never a 500, always the envelope ---------------------------------------------
+
+
+def fresh_call(caller: Caller, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    """One request on its own connection, so one broken answer cannot spoil the next."""
+    headers = {**caller.headers, "Connection": "close", **kwargs.pop("headers", {})}
+    return caller.client.request(method, "/v1" + path, headers=headers, **kwargs)
+
+
+def run_batch(cases: list[tuple[Caller, str, str, dict[str, Any]]]) -> None:
+    problems = []
+    for caller, method, path, kwargs in cases:
+        label = (method, path[:80], str(kwargs)[:120])
+        try:
+            response = fresh_call(caller, method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            problems.append((label, f"no answer: {type(exc).__name__}: {exc}"))
+            continue
+        if response.status_code >= 500:
+            problems.append((label, response.status_code, response.text[:200]))
+            continue
+        if response.status_code >= 300:
+            try:
+                assert_envelope(response, label)
+            except AssertionError as exc:
+                problems.append((label, "not the envelope", str(exc)[:200]))
+    assert not problems, f"{len(problems)} of {len(cases)} odd inputs went wrong:\n" + "\n".join(
+        map(str, problems)
+    )
+
+
+def test_odd_json_bodies_never_give_500(api: Api, scene: Scene) -> None:
+    send = f"/threads/{scene.thread_id}/messages"
+    a, b = scene.alpha, scene.beta
+    bodies: list[tuple[Caller, str, Any]] = [
+        (a, send, {"body": "héllo wörld 👋🏽 \u202eevil\u202c ﷽ 𝕏"}),
+        (a, send, {"body": "x", "summary": "📦" * 200}),
+        (a, send, {"body": "x", "summary": "📦" * 201}),
+        (a, send, {"body": None}),
+        (a, send, {"body": ""}),
+        (a, send, {"body": " \n\t "}),
+        (a, send, {"body": "x", "summary": None, "kind": None, "reply_to": None}),
+        (a, send, {"body": "x", "reply_to": "msg_nope"}),
+        (a, send, {"body": "x", "reply_to": scene.thread_id}),
+        (a, send, {"body": "x", "kind": "TASK"}),
+        (a, send, {"body": "x", "summary": "line one\nline two"}),
+        (a, send, {"body": "x", "unknown_field": [1, 2, 3]}),
+        (a, send, {"body": {"nested": {"deeper": [None]}}}),
+        (a, send, [{"body": "x"}]),
+        (a, send, ["body"]),
+        (a, "/threads", {"title": None, "participants": None}),
+        (a, "/threads", {"title": "t", "participants": [None]}),
+        (a, "/threads", {"title": "t", "participants": ["beta", "beta", "alpha"]}),
+        (a, "/threads", {"title": "t" * 201, "participants": []}),
+        (a, "/threads", {"title": "t", "goal": "g" * 2001, "participants": []}),
+        (a, "/threads", {"title": "🧵", "participants": ["BETA"]}),
+        (a, "/threads", {"title": "t", "participants": ["operator"]}),
+        (a, f"/threads/{scene.thread_id}/participants", {"username": None}),
+        (a, f"/threads/{scene.thread_id}/participants", {"username": "ünïcode"}),
+        (b, "/acks", {"ids": []}),
+        (b, "/acks", {"ids": [None]}),
+        (b, "/acks", {"ids": ["x"] * 101}),
+        (b, "/acks", {"ids": ["dlv_" + "z" * 5000]}),
+        (b, "/acks", {"ids": ["../../etc/passwd", "%00", "msg_💥"]}),
+        (b, "/acks", {"ids": [scene.delivery_id], "note": "n" * 501}),
+        (b, "/acks", [scene.delivery_id]),
+        (api, "/agents", {"name": None}),
+        (api, "/agents", {"name": "ok-name", "description": "d" * 5000}),
+        (api, "/agents", {"name": "other-name", "webhook_url": 5}),
+        (api, "/agents", {"name": ["a", "b"]}),
+        (api, "/agents", {"name": "x" * 10000}),
+    ]
+    cases = [(c, "POST", p, {"json": body}) for c, p, body in bodies]
+    raw_bodies: list[tuple[Caller, str, bytes]] = [
+        (a, send, b'{"body": 1e400}'),
+        (a, send, b'{"body": -1e400}'),
+        (a, send, b'{"body": NaN}'),
+        (a, send, b'{"body": Infinity}'),
+        (a, send, b'{"body": ' + b"9" * 5000 + b"}"),
+        (b, "/acks", b'{"ids": [' + b"9" * 5000 + b"]}"),
+        (b, "/acks", b'{"ids": [1e400]}'),
+        (a, send, b'{"body": "\xff\xfe"}'),  # not UTF-8
+        (a, send, b'\xef\xbb\xbf{"body": "bom"}'),
+        (a, send, b'{"body": "x", "body": "duplicate key"}'),
+        (a, send, b"[" * 5000 + b"]" * 5000),
+        (a, send, b'{"body": ' + b"[" * 5000 + b"]" * 5000 + b"}"),
+        (a, send, b"null"),
+        (a, send, b"   "),
+        (a, send, b'"just a string"'),
+    ]
+    cases += [(c, "POST", p, {"content": body, "headers": JSON}) for c, p, body in raw_bodies]
+    cases += [
+        (a, "POST", send, {"content": b"body=hello", "headers": {"Content-Type": "text/plain"}}),
+        (
+            a,
+            "POST",
+            send,
+            {
+                "content": b"body=hello",
+                "headers": {"Content-Type": "application/x-www-form-urlencoded"},
+            },
+        ),
+        (a, "POST", send, {"content": b'{"body": "x"}', "headers": {"Content-Type": "nonsense"}}),
+    ]
+    run_batch(cases)
+
+
+ODD_IDS = (
+    "x" * 5000,
+    "th_" + "0" * 3000,
+    "a.b",
+    "..",
+    "...",
+    "%2e%2e",
+    "a%2Fb",
+    "a%2F..%2F..",
+    "%25",
+    "%2525",
+    "a%20b",
+    "%FF%FE",
+    "ünïcödé",
+    "💥",
+    "'; DROP TABLE agents; --",
+    "%27%20OR%201=1--",
+    "*",
+    "null",
+    "-1",
+    "1e400",
+    "~",
+    "%0A",
+)
+
+
+def test_odd_path_ids_never_give_500(api: Api, scene: Scene) -> None:
+    a, b = scene.alpha, scene.beta
+    templates: list[tuple[Caller, str, str, dict[str, Any]]] = [
+        (a, "GET", "/threads/{id}", {}),
+        (a, "GET", "/threads/{id}/messages", {}),
+        (a, "POST", "/threads/{id}/messages", {"json": {"body": "x"}}),
+        (a, "POST", "/threads/{id}/participants", {"json": {"username": "beta"}}),
+        (a, "POST", "/threads/{id}/close-request", {}),
+        (b, "GET", "/messages/{id}", {}),
+        (b, "POST", "/deliveries/{id}/received", {}),
+        (api, "GET", "/agents/{id}", {}),
+        (api, "POST", "/agents/{id}/archive", {}),
+        (api, "GET", "/threads/{id}", {}),
+        (api, "POST", "/threads/{id}/close", {}),
+        (api, "POST", "/threads/{id}/close/dismiss", {}),
+        (api, "GET", "/deliveries/{id}", {}),
+    ]
+    cases = [
+        (caller, method, template.format(id=ident), dict(kwargs))
+        for caller, method, template, kwargs in templates
+        for ident in ODD_IDS
+    ]
+    run_batch(cases)
+    # None of it touched the real thread or agents.
+    assert api.ok("GET", f"/threads/{scene.thread_id}")["status"] == "open"
+    assert {x["status"] for x in api.ok("GET", "/agents")["items"]} == {"active"}
+
+
+def test_odd_query_parameters_never_give_500(api: Api, scene: Scene) -> None:
+    a, b = scene.alpha, scene.beta
+    history = f"/threads/{scene.thread_id}/messages"
+    values = ("", "x" * 3000, "-1", "0", "1e400", "99999999999999999999999", "abc", "💥", "%FF")
+    cases: list[tuple[Caller, str, str, dict[str, Any]]] = []
+    for value in values:
+        cases += [
+            (api, "GET", "/deliveries", {"params": {"state": value}}),
+            (api, "GET", "/deliveries", {"params": {"agent": value}}),
+            (api, "GET", "/deliveries", {"params": {"thread": value}}),
+            (api, "GET", "/deliveries", {"params": {"limit": value}}),
+            (api, "GET", "/deliveries", {"params": {"cursor": value}}),
+            (api, "GET", "/threads", {"params": {"status": value}}),
+            (a, "GET", "/threads", {"params": {"limit": value}}),
+            (a, "GET", history, {"params": {"since": value}}),
+            (a, "GET", history, {"params": {"limit": value}}),
+            (a, "GET", history, {"params": {"cursor": value}}),
+            (b, "GET", "/inbox", {"params": {"limit": value}}),
+            (a, "GET", "/directory", {"params": {"query": value}}),
+            (a, "GET", "/directory", {"params": {"active": value}}),
+        ]
+    cases += [
+        (a, "GET", history, {"params": {"since": "2026-13-45T99:99:99Z"}}),
+        (a, "GET", history, {"params": {"since": "2026-01-01T00:00:00"}}),
+        (a, "GET", history, {"params": {"since": "msg_zzzz"}}),
+        (a, "GET", history, {"params": {"cursor": "bXNnXw"}}),
+        (api, "GET", "/deliveries", {"params": [("state", "failed"), ("state", "stalled")]}),
+    ]
+    run_batch(cases)
+
+
+def test_odd_headers_never_give_500(scene: Scene) -> None:
+    send = f"/threads/{scene.thread_id}/messages"
+    a = scene.alpha
+    keys: list[bytes] = [
+        b"",
+        b"k" * 129,
+        b"k" * 5000,
+        b"has space",
+        "é".encode(),
+        b"\xff\xfe",
+        b"\xc3\xa9" * 10,
+    ]
+    cases: list[tuple[Caller, str, str, dict[str, Any]]] = [
+        (a, "POST", send, {"json": {"body": "x"}, "headers": {"Idempotency-Key": key}})
+        for key in keys
+    ]
+    cases += [
+        (
+            a,
+            "POST",
+            send,
+            {
+                "json": {"body": "x"},
+                "headers": {"Content-Type": "application/json; charset=latin-1"},
+            },
+        ),
+        (a, "GET", "/me", {"headers": {"Accept": "text/html"}}),
+        (a, "GET", "/me", {"headers": {"Authorization": ("Bearer agt_" + "é" * 43).encode()}}),
+        (a, "GET", "/me", {"headers": {"Authorization": b"Bearer \xff\xfe"}}),
+    ]
+    run_batch(cases)
+
+
+def test_nul_characters_never_give_500(api: Api, scene: Scene) -> None:
+    """A NUL (U+0000) is valid JSON and valid in a URL; it must be refused or stored, not crash
+    the database driver (PostgreSQL text cannot hold it)."""
+    a, b = scene.alpha, scene.beta
+    send = f"/threads/{scene.thread_id}/messages"
+    cases: list[tuple[Caller, str, str, dict[str, Any]]] = [
+        (a, "POST", send, {"json": {"body": "before\u0000after"}}),
+        (a, "POST", send, {"json": {"body": "x", "summary": "s\u0000"}}),
+        (a, "POST", send, {"json": {"body": "x", "reply_to": "msg_\u0000"}}),
+        (a, "POST", "/threads", {"json": {"title": "t\u0000", "participants": ["beta"]}}),
+        (a, "POST", "/threads", {"json": {"title": "t", "goal": "\u0000", "participants": []}}),
+        (b, "POST", "/acks", {"json": {"ids": ["dlv_\u0000"]}}),
+        (b, "POST", "/acks", {"json": {"ids": [scene.delivery_id], "note": "\u0000"}}),
+        (api, "POST", "/agents", {"json": {"name": "gamma", "description": "d\u0000"}}),
+        (a, "GET", "/threads/th_%00", {}),
+        (b, "GET", "/messages/msg_%00", {}),
+        (b, "POST", "/deliveries/dlv_%00/received", {}),
+        (api, "GET", "/agents/a%00b", {}),
+        (api, "GET", "/deliveries/dlv_%00", {}),
+        (api, "GET", "/deliveries", {"params": {"agent": "a\u0000"}}),
+        (api, "GET", "/deliveries", {"params": {"thread": "th_\u0000"}}),
+        (a, "GET", "/directory", {"params": {"query": "\u0000"}}),
+    ]
+    run_batch(cases)
+
+
+def test_lone_surrogates_never_give_500(api: Api, scene: Scene) -> None:
+    r"""JSON may spell a lone UTF-16 surrogate (``"\ud800"``): not text, and not storable."""
+    a = scene.alpha
+    send = f"/threads/{scene.thread_id}/messages"
+    raw: list[tuple[Caller, str, bytes]] = [
+        (a, send, b'{"body": "a\\ud800b"}'),
+        (a, send, b'{"body": "x", "summary": "\\udfff"}'),
+        (a, "/threads", b'{"title": "\\ud83d", "participants": []}'),
+        (scene.beta, "/acks", b'{"ids": ["\\ud800"]}'),
+        (api, "/agents", b'{"name": "gamma", "description": "\\ud800"}'),
+    ]
+    run_batch([(c, "POST", p, {"content": body, "headers": JSON}) for c, p, body in raw])
+
+
+# --- a rejected request changes nothing ------------------------------------------------------
+
+
+def test_rejected_sends_change_nothing(api: Api, scene: Scene, database: Database) -> None:
+    send = f"/threads/{scene.thread_id}/messages"
+    before = counts(database)
+    receipt_before = api.delivery(scene.delivery_id)
+
+    response = scene.alpha.post(send, json={"body": "y" * 201})
+    assert_error(response, 422, "summary_required", field="summary")
+    response = scene.alpha.post(send, json={"body": "x", "kind": "shout"})
+    assert_error(response, 422, "validation_error", field="kind")
+    response = scene.alpha.post(send, json={"body": "x", "reply_to": "msg_nope"})
+    assert_error(response, 422, "validation_error", field="reply_to")
+    response = scene.alpha.post("/threads/th_nope/messages", json={"body": "x"})
+    assert_error(response, 404, "not_found")
+    assert counts(database) == before
+
+    lonely = scene.alpha.open_thread("Alone", [])
+    before = counts(database)
+    response = scene.alpha.post(f"/threads/{lonely['id']}/messages", json={"body": "anyone?"})
+    assert_error(response, 409, "no_recipients")
+    assert counts(database) == before
+
+    scene.alpha.ok("POST", f"/threads/{scene.thread_id}/close-request", 202)
+    response = scene.beta.post(send, json={"body": "one more thing"})
+    assert_error(response, 409, "thread_not_open")
+    assert counts(database) == before
+    assert api.delivery(scene.delivery_id) == receipt_before
+    assert scene.beta.inbox()["waiting"] == 1
+
+
+def test_rejected_thread_and_agent_creation_change_nothing(
+    api: Api, scene: Scene, database: Database
+) -> None:
+    before = counts(database)
+
+    def agents() -> list[tuple[str, str, str]]:
+        items = api.ok("GET", "/agents")["items"]
+        return [(a["id"], a["username"], a["status"]) for a in items]
+
+    agents_before = agents()
+    response = scene.alpha.post("/threads", json={"title": "t", "participants": ["nobody"]})
+    assert_error(response, 422, "validation_error", field="participants")
+    response = scene.alpha.post("/threads", json={"title": "", "participants": ["beta"]})
+    assert_error(response, 422, "validation_error", field="title")
+    assert_error(api.post("/agents", json={"name": "alpha"}), 409, "username_taken")
+    assert_error(api.post("/agents", json={"name": "Bad Name"}), 422, "validation_error")
+    assert counts(database) == before
+    assert agents() == agents_before
+
+
+def test_rejected_ack_batch_changes_nothing(api: Api, scene: Scene) -> None:
+    response = scene.beta.post("/acks", json={"ids": [scene.delivery_id], "outcome": "maybe"})
+    assert_error(response, 422, "validation_error", field="outcome")
+    response = scene.beta.post("/acks", json={"ids": [scene.delivery_id] + ["x"] * 100})
+    assert_error(response, 422, "validation_error", field="ids")
+    assert api.delivery(scene.delivery_id)["acknowledged_at"] is None
+    assert scene.beta.inbox()["waiting"] == 1
+
+
+def test_rejected_send_does_not_use_up_its_idempotency_key(
+    scene: Scene, database: Database
+) -> None:
+    send = f"/threads/{scene.thread_id}/messages"
+    key = {"Idempotency-Key": "retry-me-1"}
+    response = scene.alpha.post(send, json={"body": "z" * 300}, headers=key)
+    assert_error(response, 422, "summary_required")
+    before = counts(database)
+    first = scene.alpha.send(scene.thread_id, "z" * 300, summary="now with one", headers=key)
+    assert first["duplicate"] is False
+    assert counts(database)["messages"] == before["messages"] + 1

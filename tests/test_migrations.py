@@ -1,0 +1,181 @@
+"""Migrations: ``inbots db upgrade`` builds the schema the models describe, on SQLite and on
+PostgreSQL, and running it again changes nothing."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine, inspect, text
+
+from inbots.config import load_settings
+from inbots.db.base import Base, import_models
+from inbots.db.migrate import alembic_config
+from tests.conftest import IN_CI, PG_ADMIN_URL, _pg_available
+
+import_models()
+
+TOKEN = re.compile(r"ops_[A-Za-z0-9_-]{43,}")
+TABLES = {
+    "workspaces",
+    "operator_tokens",
+    "agents",
+    "threads",
+    "participants",
+    "messages",
+    "deliveries",
+    "delivery_attempts",
+}
+
+
+def inbots_executable() -> str:
+    beside = Path(sys.executable).parent / "inbots"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("inbots")
+    assert found, "the inbots command is not installed"
+    return found
+
+
+def head_revision() -> str:
+    script = ScriptDirectory.from_config(alembic_config(load_settings(database_url="sqlite://")))
+    head = script.get_current_head()
+    assert head
+    return head
+
+
+def db_upgrade(url: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INBOTS_")}
+    env["INBOTS_DATABASE_URL"] = url
+    return subprocess.run(
+        [inbots_executable(), "db", "upgrade"],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database, never migrated."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'fresh.db'}"
+        return
+    problem = _pg_available()
+    if problem:
+        if IN_CI:
+            pytest.fail(problem + " (CI=true: PostgreSQL tests must run)")
+        pytest.skip(problem)
+    name = f"inbots_migrate_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def test_db_upgrade_builds_the_schema_on_a_fresh_database(fresh_url: str, tmp_path: Path) -> None:
+    done = db_upgrade(fresh_url, tmp_path)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    head = head_revision()
+    assert head in done.stdout, done.stdout
+    engine = create_engine(fresh_url)
+    try:
+        assert set(inspect(engine).get_table_names()) >= TABLES
+        with engine.connect() as conn:
+            assert MigrationContext.configure(conn).get_current_revision() == head
+    finally:
+        engine.dispose()
+
+
+def test_db_upgrade_is_idempotent(fresh_url: str, tmp_path: Path) -> None:
+    first = db_upgrade(fresh_url, tmp_path)
+    assert first.returncode == 0, (first.stdout, first.stderr)
+    engine = create_engine(fresh_url)
+    try:
+        with engine.connect() as conn:
+            seeded = conn.execute(text("SELECT name FROM workspaces ORDER BY id")).scalars().all()
+        now = datetime.now(UTC)
+        with engine.begin() as conn:
+            conn.execute(
+                text("INSERT INTO workspaces (id, name, created_at) VALUES (:id, :name, :at)"),
+                {"id": "ws_keepme", "name": "survives", "at": now.isoformat()},
+            )
+        second = db_upgrade(fresh_url, tmp_path)
+        assert second.returncode == 0, (second.stdout, second.stderr)
+        assert head_revision() in second.stdout
+        assert TOKEN.findall(second.stdout) == [], "a second upgrade minted another token"
+        with engine.connect() as conn:
+            names = conn.execute(text("SELECT name FROM workspaces ORDER BY id")).scalars().all()
+            versions = conn.execute(text("SELECT version_num FROM alembic_version")).all()
+        assert sorted(names) == sorted([*seeded, "survives"])
+        assert versions == [(head_revision(),)]
+    finally:
+        engine.dispose()
+    third = db_upgrade(fresh_url, tmp_path)
+    assert third.returncode == 0, (third.stdout, third.stderr)
+
+
+def test_migrated_schema_matches_the_models(fresh_url: str, tmp_path: Path) -> None:
+    done = db_upgrade(fresh_url, tmp_path)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    engine = create_engine(fresh_url)
+    try:
+        with engine.connect() as conn:
+            context = MigrationContext.configure(
+                conn, opts={"compare_type": True, "target_metadata": Base.metadata}
+            )
+            differences = compare_metadata(context, Base.metadata)
+    finally:
+        engine.dispose()
+    assert differences == [], "\n".join(map(str, differences))
+
+
+def test_alembic_check_finds_nothing_to_generate(fresh_url: str, tmp_path: Path) -> None:
+    done = db_upgrade(fresh_url, tmp_path)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    command.check(alembic_config(load_settings(database_url=fresh_url)))
+
+
+def test_downgrade_to_base_and_upgrade_again(fresh_url: str, tmp_path: Path) -> None:
+    settings = load_settings(database_url=fresh_url)
+    config = alembic_config(settings)
+    assert db_upgrade(fresh_url, tmp_path).returncode == 0
+    command.downgrade(config, "base")
+    engine = create_engine(fresh_url)
+    try:
+        assert not TABLES & set(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+    assert db_upgrade(fresh_url, tmp_path).returncode == 0
+    engine = create_engine(fresh_url)
+    try:
+        assert set(inspect(engine).get_table_names()) >= TABLES
+    finally:
+        engine.dispose()
+
+
+def test_db_upgrade_failure_is_one_line_without_traceback(tmp_path: Path) -> None:
+    done = db_upgrade("postgresql+psycopg://nobody@127.0.0.1:1/none", tmp_path)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "migration failed" in done.stderr

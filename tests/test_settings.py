@@ -1,0 +1,363 @@
+"""Settings and start-up: bad settings stop ``inbots serve`` with one line naming them; a real
+``inbots serve`` starts, seeds the operator token once and serves what http-api.md lists."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from inbots.config import Settings, SettingsError, load_settings
+from tests.conftest import free_port
+
+SPEC = Path(__file__).resolve().parents[2] / "shared" / "spec" / "http-api.md"
+TOKEN = re.compile(r"ops_[A-Za-z0-9_-]{43,}")
+
+
+def inbots_executable() -> str:
+    beside = Path(sys.executable).parent / "inbots"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("inbots")
+    assert found, "the inbots command is not installed"
+    return found
+
+
+def clean_env(tmp_path: Path, **settings: str) -> dict[str, str]:
+    """The test process's environment without any INBOTS_ setting (nor a terminal width), plus
+    ``settings``. The working directory is ``tmp_path``, so no stray ``.env`` is read."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("INBOTS_") and k not in ("COLUMNS", "LINES")
+    }
+    env["PYTHONUNBUFFERED"] = "1"
+    env["HOME"] = str(tmp_path)
+    env["XDG_DATA_HOME"] = str(tmp_path / "data")
+    env.setdefault("INBOTS_DATABASE_URL", f"sqlite:///{tmp_path / 'never-used.db'}")
+    env.update(settings)
+    return env
+
+
+# --- bad settings ---------------------------------------------------------------------------
+
+
+BAD_SETTINGS = [
+    ("INBOTS_RETRY_SCHEDULE", "abc"),
+    ("INBOTS_RETRY_SCHEDULE", "1,-2,3"),
+    ("INBOTS_PORT", "99999"),
+    ("INBOTS_PORT", "eighty"),
+    ("INBOTS_MESSAGE_BODY_MAX", "-1"),
+    ("INBOTS_PUBLISH_LOST_SECONDS", "10"),
+    ("INBOTS_STALL_SECONDS", "0"),
+    ("INBOTS_WEBHOOK_TIMEOUT_SECONDS", "soon"),
+    ("INBOTS_WEBHOOK_ALLOW_PRIVATE", "maybe"),
+    ("INBOTS_NEW_AGENT_GRACE_SECONDS", "-5"),
+    ("INBOTS_LIST_DEFAULT", "500"),
+    ("INBOTS_OPERATOR_TOKEN", "not-a-token"),
+    ("INBOTS_DATABASE_URL", "mysql://user@localhost/inbots"),
+]
+
+
+def run_serve(tmp_path: Path, **settings: str) -> subprocess.CompletedProcess[str]:
+    env = clean_env(tmp_path, **{"INBOTS_PORT": str(free_port()), **settings})
+    try:
+        return subprocess.run(
+            [inbots_executable(), "serve"],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"inbots serve kept running with {settings}: {exc.stdout!r}")
+
+
+@pytest.mark.parametrize(("name", "value"), BAD_SETTINGS, ids=[f"{n}={v}" for n, v in BAD_SETTINGS])
+def test_bad_setting_stops_serve_naming_it(tmp_path: Path, name: str, value: str) -> None:
+    done = run_serve(tmp_path, **{name: value})
+    assert done.returncode != 0, (done.returncode, done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert name in done.stderr, done.stderr
+    assert "Uvicorn running" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("INBOTS_RETRY_SCHEDULE", "abc"),
+        ("INBOTS_MESSAGE_BODY_MAX", "-1"),
+        ("INBOTS_PORT", "99999"),
+        ("INBOTS_STALL_SECONDS", "0"),
+    ],
+)
+def test_bad_setting_error_is_one_line(tmp_path: Path, name: str, value: str) -> None:
+    """One line on stderr, also when it is a pipe or a log file (no wrapping at 80 columns)."""
+    done = run_serve(tmp_path, **{name: value})
+    assert done.returncode != 0
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, f"expected one line, got {len(lines)}:\n{done.stderr}"
+    assert name in lines[0], lines
+
+
+def test_load_settings_names_the_bad_setting(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for key in [k for k in os.environ if k.startswith("INBOTS_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("INBOTS_STALL_SECONDS", "-1")
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    assert "INBOTS_STALL_SECONDS" in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_durations_accept_fractions_of_a_second(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for key in [k for k in os.environ if k.startswith("INBOTS_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("INBOTS_RETRY_SCHEDULE", "0.2,0.4,0.8")
+    monkeypatch.setenv("INBOTS_WEBHOOK_TIMEOUT_SECONDS", "0.5")
+    monkeypatch.setenv("INBOTS_STALL_SECONDS", "1.5")
+    monkeypatch.setenv("INBOTS_PUBLISH_LOST_SECONDS", "5.5")
+    monkeypatch.setenv("INBOTS_RENOTIFY_INTERVAL_SECONDS", "0.25")
+    monkeypatch.setenv("INBOTS_NEW_AGENT_GRACE_SECONDS", "0.5")
+    monkeypatch.setenv("INBOTS_ACTIVE_SECONDS", "0.75")
+    settings = load_settings()
+    assert settings.retry_schedule == (0.2, 0.4, 0.8)
+    assert settings.webhook_timeout_seconds == 0.5
+    assert settings.stall_seconds == 1.5
+    assert settings.publish_lost_seconds == 5.5
+    assert settings.renotify_interval_seconds == 0.25
+    assert settings.new_agent_grace_seconds == 0.5
+    assert settings.active_seconds == 0.75
+
+
+def test_settings_defaults_match_the_spec(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    for key in [k for k in os.environ if k.startswith("INBOTS_")]:
+        monkeypatch.delenv(key)
+    s = load_settings()
+    assert s.broker_url == ""
+    assert s.webhook_allow_private is False
+    assert s.webhook_timeout_seconds == 10
+    assert s.retry_schedule == (1, 12, 148)
+    assert s.publish_attempts == 3
+    assert s.publish_lost_seconds == 300
+    assert s.stall_seconds == 900
+    assert s.renotify_interval_seconds == 30
+    assert s.new_agent_grace_seconds == 600
+    assert s.active_seconds == 300
+    assert s.message_body_max == 10_000
+    assert s.summary_required_over == 200
+    assert s.summary_max == 200
+    assert s.summary_shown == 120
+    assert s.thread_title_max == 200
+    assert s.description_max == 200
+    assert (s.list_default, s.list_max) == (50, 200)
+    assert (s.check_inbox_default, s.check_inbox_max) == (20, 50)
+    assert (s.wait_default_seconds, s.wait_max_seconds) == (30, 60)
+    assert s.ack_batch_max == 100
+    assert s.request_body_max_bytes == 64 * 1024
+    assert s.database_url.startswith("sqlite:///")
+
+
+def test_settings_are_read_from_a_dotenv_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for key in [k for k in os.environ if k.startswith("INBOTS_")]:
+        monkeypatch.delenv(key)
+    (tmp_path / ".env").write_text("INBOTS_STALL_SECONDS=42.5\nINBOTS_RETRY_SCHEDULE=0.1,0.2\n")
+    settings: Settings = load_settings()
+    assert settings.stall_seconds == 42.5
+    assert settings.retry_schedule == (0.1, 0.2)
+
+
+# --- a real server --------------------------------------------------------------------------
+
+
+@dataclass
+class Served:
+    url: str
+    process: subprocess.Popen[str]
+    output: str = ""
+
+
+@contextmanager
+def serve(tmp_path: Path, **settings: str) -> Iterator[Served]:
+    port = free_port()
+    env = clean_env(
+        tmp_path,
+        INBOTS_DATABASE_URL=f"sqlite:///{tmp_path / 'inbots.db'}",
+        INBOTS_PORT=str(port),
+        **settings,
+    )
+    process = subprocess.Popen(
+        [inbots_executable(), "serve"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    served = Served(f"http://127.0.0.1:{port}", process)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if process.poll() is not None:
+                out = process.stdout.read() if process.stdout else ""
+                pytest.fail(f"inbots serve exited with {process.returncode}:\n{out}")
+            try:
+                if httpx.get(served.url + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("inbots serve did not answer /healthz within 30 s")
+            time.sleep(0.1)
+        yield served
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        served.output = process.stdout.read() if process.stdout else ""
+
+
+def spec_paths() -> list[tuple[str, str]]:
+    """Every (method, /v1 path) the HTTP contract names, in order, without duplicates."""
+    found = re.findall(r"`(GET|POST|PUT|DELETE|PATCH) (/v1/[^`\s?]*)", SPEC.read_text())
+    return list(dict.fromkeys(found))
+
+
+def normalise(path: str) -> str:
+    return re.sub(r"\{[^}]+\}", "{}", path)
+
+
+def test_serve_starts_and_prints_the_operator_token_once(tmp_path: Path) -> None:
+    with serve(tmp_path) as first:
+        assert httpx.get(first.url + "/healthz").status_code == 200
+        ready = httpx.get(first.url + "/readyz")
+        assert ready.status_code == 200, ready.text
+    tokens = TOKEN.findall(first.output)
+    assert len(tokens) == 1, first.output
+    token = tokens[0]
+    assert len(token) - len("ops_") >= 43
+
+    with serve(tmp_path) as second:
+        response = httpx.get(
+            second.url + "/v1/agents", headers={"Authorization": f"Bearer {token}"}
+        )
+        assert response.status_code == 200, response.text
+        assert response.json() == {"items": []}
+    assert TOKEN.findall(second.output) == [], second.output
+    assert token not in second.output
+
+
+def test_serve_token_from_the_environment_works_and_is_not_printed(tmp_path: Path) -> None:
+    token = "ops_" + "T0k3n-_" * 6 + "x"
+    assert len(token) - 4 == 43
+    with serve(tmp_path, INBOTS_OPERATOR_TOKEN=token) as served:
+        headers = {"Authorization": f"Bearer {token}"}
+        created = httpx.post(served.url + "/v1/agents", headers=headers, json={"name": "alpha"})
+        assert created.status_code == 201, created.text
+        listed = httpx.get(served.url + "/v1/agents", headers=headers)
+        assert [a["username"] for a in listed.json()["items"]] == ["alpha"]
+        wrong = httpx.get(
+            served.url + "/v1/agents", headers={"Authorization": f"Bearer {token[:-1]}y"}
+        )
+        assert wrong.status_code == 401
+    assert TOKEN.findall(served.output) == [], served.output
+
+
+def test_serve_adds_environment_token_to_an_existing_workspace(tmp_path: Path) -> None:
+    with serve(tmp_path) as first:
+        pass
+    (minted,) = TOKEN.findall(first.output)
+    extra = "ops_" + "E" * 43
+    with serve(tmp_path, INBOTS_OPERATOR_TOKEN=extra) as second:
+        for token in (minted, extra):
+            response = httpx.post(
+                second.url + "/v1/agents",
+                headers={"Authorization": f"Bearer {token}"},
+                json={"name": f"agent-{token[4:8].lower()}"},
+            )
+            assert response.status_code == 201, (token, response.text)
+        listed = httpx.get(
+            second.url + "/v1/agents", headers={"Authorization": f"Bearer {extra}"}
+        ).json()["items"]
+        assert len(listed) == 2  # one workspace, reached by both tokens
+
+
+def test_openapi_lists_every_implemented_v1_path_of_the_contract(tmp_path: Path) -> None:
+    token = "ops_" + "D" * 43
+    with serve(tmp_path, INBOTS_OPERATOR_TOKEN=token) as served:
+        document = httpx.get(served.url + "/openapi.json").json()
+        documented = {
+            (method.upper(), normalise(path))
+            for path, operations in document["paths"].items()
+            for method in operations
+        }
+        implemented = []
+        missing = []
+        headers = {"Authorization": f"Bearer {token}"}
+        for method, path in spec_paths():
+            concrete = re.sub(r"\{[^}]+\}", "x-probe", path)
+            response = httpx.request(method, served.url + concrete, headers=headers, json={})
+            generic = response.status_code == 405 or (
+                response.status_code == 404
+                and "No such endpoint" in response.json()["error"]["message"]
+            )
+            if generic:
+                continue
+            implemented.append((method, path))
+            if (method, normalise(path)) not in documented:
+                missing.append((method, path))
+    assert not missing, f"served but not in /openapi.json: {missing}"
+    # What exists today must at least be found, so the probe above is not vacuous.
+    core = {
+        ("POST", "/v1/agents"),
+        ("GET", "/v1/agents"),
+        ("GET", "/v1/agents/{id_or_username}"),
+        ("POST", "/v1/agents/{id}/archive"),
+        ("POST", "/v1/threads"),
+        ("GET", "/v1/threads"),
+        ("GET", "/v1/threads/{id}"),
+        ("POST", "/v1/threads/{id}/participants"),
+        ("GET", "/v1/threads/{id}/messages"),
+        ("POST", "/v1/threads/{id}/messages"),
+        ("POST", "/v1/threads/{id}/close-request"),
+        ("POST", "/v1/threads/{id}/close"),
+        ("POST", "/v1/threads/{id}/close/dismiss"),
+        ("GET", "/v1/deliveries"),
+        ("GET", "/v1/deliveries/{id}"),
+        ("GET", "/v1/operator/inbox"),
+        ("GET", "/v1/me"),
+        ("GET", "/v1/directory"),
+        ("GET", "/v1/inbox"),
+        ("GET", "/v1/inbox/wait"),
+        ("GET", "/v1/messages/{message_or_delivery_id}"),
+        ("POST", "/v1/deliveries/{id}/received"),
+        ("POST", "/v1/acks"),
+    }
+    assert core <= set(implemented), core - set(implemented)
+    assert {(m, normalise(p)) for m, p in core} <= documented
