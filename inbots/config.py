@@ -99,19 +99,39 @@ class Settings(BaseSettings):
             raise ValueError("every retry delay must be more than 0 seconds")
         return value
 
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, value: str) -> str:
+        scheme = value.split(":", 1)[0].split("+", 1)[0].lower()
+        if scheme not in ("sqlite", "postgres", "postgresql"):
+            raise ValueError("use a sqlite:/// or postgresql:// URL")
+        return value
+
+    @field_validator("operator_token")
+    @classmethod
+    def _check_operator_token(cls, value: str | None) -> str | None:
+        from inbots.kit.tokens import OPERATOR_TOKEN_PREFIX, looks_like
+
+        if value in (None, ""):
+            return None
+        if not looks_like(value, OPERATOR_TOKEN_PREFIX):
+            raise ValueError("an operator token is ops_ followed by 32 or more url-safe characters")
+        return value
+
     @model_validator(mode="after")
     def _check_relations(self) -> Settings:
+        # Each message starts with the setting to change: load_settings names it from there.
         if self.list_default > self.list_max:
-            raise ValueError("list_default must not exceed list_max")
+            raise ValueError("list_default: must not exceed INBOTS_LIST_MAX")
         if self.check_inbox_default > self.check_inbox_max:
-            raise ValueError("check_inbox_default must not exceed check_inbox_max")
+            raise ValueError("check_inbox_default: must not exceed INBOTS_CHECK_INBOX_MAX")
         if self.wait_default_seconds > self.wait_max_seconds:
-            raise ValueError("wait_default_seconds must not exceed wait_max_seconds")
+            raise ValueError("wait_default_seconds: must not exceed INBOTS_WAIT_MAX_SECONDS")
         if self.summary_shown > self.summary_max:
-            raise ValueError("summary_shown must not exceed summary_max")
+            raise ValueError("summary_shown: must not exceed INBOTS_SUMMARY_MAX")
         if self.publish_lost_seconds <= self.longest_retry_sequence_seconds:
             raise ValueError(
-                "publish_lost_seconds must be longer than a whole retry sequence "
+                "publish_lost_seconds: must be longer than a whole retry sequence "
                 f"({self.longest_retry_sequence_seconds:.1f} s with timeouts and jitter)"
             )
         return self
@@ -143,9 +163,12 @@ def load_settings(**overrides: object) -> Settings:
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = err.get("loc") or ()
-        name = f"INBOTS_{str(loc[0]).upper()}" if loc else "settings"
         message = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
-        raise SettingsError(f"bad setting {name}: {message}") from None
+        if loc:
+            field = str(loc[0])
+        else:  # a rule between settings: the message starts with the one to change
+            field, _, message = message.partition(": ")
+        raise SettingsError(f"bad setting INBOTS_{field.upper()}: {message}") from None
 
 
 @lru_cache(maxsize=1)

@@ -33,14 +33,20 @@ class Caller:
         return response.json() if response.content else None
 
     # Conveniences for the common steps of a scenario.
-    def open_thread(self, title: str = "A task", participants: list[str] | None = None, **kw: Any) -> dict[str, Any]:
+    def open_thread(
+        self, title: str = "A task", participants: list[str] | None = None, **kw: Any
+    ) -> dict[str, Any]:
         body = {"title": title, "participants": participants or [], **kw}
         return self.ok("POST", "/threads", 201, json=body)  # type: ignore[no-any-return]
 
     def send(self, thread_id: str, body: str = "hello", **kw: Any) -> dict[str, Any]:
         headers = kw.pop("headers", {})
         return self.ok(  # type: ignore[no-any-return]
-            "POST", f"/threads/{thread_id}/messages", 201, json={"body": body, **kw}, headers=headers
+            "POST",
+            f"/threads/{thread_id}/messages",
+            201,
+            json={"body": body, **kw},
+            headers=headers,
         )
 
     def inbox(self, **params: Any) -> dict[str, Any]:

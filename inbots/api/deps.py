@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from fastapi import Depends, Request
+from fastapi import Depends, Request, Response
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from inbots.auth import service as auth
 from inbots.auth.service import Caller
@@ -65,7 +68,10 @@ def context(
     request: Request,
     _documented: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Context:
-    return Context(request, resolve_caller(request, request.headers.get("authorization")))
+    caller = getattr(request.state, "caller", None)
+    if caller is None:
+        caller = resolve_caller(request, request.headers.get("authorization"))
+    return Context(request, caller)
 
 
 def operator_context(ctx: Annotated[Context, Depends(context)]) -> Context:
@@ -81,3 +87,43 @@ def agent_context(ctx: Annotated[Context, Depends(context)]) -> Context:
 Ctx = Annotated[Context, Depends(context)]
 OperatorCtx = Annotated[Context, Depends(operator_context)]
 AgentCtx = Annotated[Context, Depends(agent_context)]
+
+
+def _role_of(dependant: Dependant) -> str | None:
+    for dep in dependant.dependencies:
+        if dep.call is operator_context:
+            return "operator"
+        if dep.call is agent_context:
+            return "agent"
+        inner = _role_of(dep)
+        if inner:
+            return inner
+    return None
+
+
+def _needs_caller(dependant: Dependant) -> bool:
+    return any(dep.call is context or _needs_caller(dep) for dep in dependant.dependencies)
+
+
+class AuthFirstRoute(APIRoute):
+    """Resolves the caller (401) and checks its role (403) before FastAPI reads the body, so an
+    unauthenticated request with a malformed body gets 401, not 422."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        if not _needs_caller(self.dependant):
+            return handler
+        role = _role_of(self.dependant)
+
+        async def authenticated(request: Request) -> Response:
+            caller = await run_in_threadpool(
+                resolve_caller, request, request.headers.get("authorization")
+            )
+            if role == "operator":
+                caller.require_operator()
+            elif role == "agent":
+                caller.require_agent()
+            request.state.caller = caller
+            return await handler(request)
+
+        return authenticated

@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from inbots.errors import InbotsError
@@ -122,6 +123,12 @@ def install(app: FastAPI) -> None:
         else:
             message = str(exc.detail)
         return envelope(exc.status_code, code, message, headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(DataError)
+    async def _data(_: Request, exc: DataError) -> JSONResponse:
+        # A value the database cannot hold slipped past validation: still the caller's input.
+        log.warning("database refused a value: %s", type(exc.orig).__name__)
+        return envelope(422, "validation_error", "A value in the request cannot be stored.")
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

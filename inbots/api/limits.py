@@ -5,11 +5,29 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
-class _TooLarge(Exception):
-    pass
+class _TooLarge(HTTPException):
+    """Raised from inside the body stream; FastAPI lets HTTPExceptions through its body parsing,
+    and the app's handler renders it as ``payload_too_large``."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(413, f"The request body is larger than {max_bytes} bytes.")
+
+
+def _unstorable_url(scope: Scope) -> bool:
+    """NUL or an unpaired surrogate in the path or query: no id or filter can contain them."""
+    path = scope.get("path", "")
+    query = scope.get("query_string", b"").lower()
+    if "\x00" in path or b"%00" in query or b"\x00" in query:
+        return True
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 class BodyLimit:
@@ -21,6 +39,11 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if _unstorable_url(scope):
+            await self._send_error(
+                send, 422, "validation_error", "The URL must not contain NUL characters."
+            )
+            return
         for name, value in scope.get("headers", []):
             if name == b"content-length":
                 try:
@@ -28,7 +51,7 @@ class BodyLimit:
                 except ValueError:
                     declared = 0
                 if declared > self.max_bytes:
-                    await self._reject(send)
+                    await self._too_large(send)
                     return
         seen = 0
         started = False
@@ -39,7 +62,7 @@ class BodyLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
-                    raise _TooLarge
+                    raise _TooLarge(self.max_bytes)
             return message
 
         async def tracking_send(message: Message) -> None:
@@ -52,20 +75,19 @@ class BodyLimit:
             await self.app(scope, limited_receive, tracking_send)
         except _TooLarge:
             if not started:
-                await self._reject(send)
+                await self._too_large(send)
 
-    async def _reject(self, send: Send) -> None:
-        body: dict[str, Any] = {
-            "error": {
-                "code": "payload_too_large",
-                "message": f"The request body is larger than {self.max_bytes} bytes.",
-            }
-        }
+    async def _too_large(self, send: Send) -> None:
+        message = f"The request body is larger than {self.max_bytes} bytes."
+        await self._send_error(send, 413, "payload_too_large", message)
+
+    async def _send_error(self, send: Send, status: int, code: str, message: str) -> None:
+        body: dict[str, Any] = {"error": {"code": code, "message": message}}
         raw = json.dumps(body).encode()
         await send(
             {
                 "type": "http.response.start",
-                "status": 413,
+                "status": status,
                 "headers": [
                     (b"content-type", b"application/json"),
                     (b"content-length", str(len(raw)).encode()),

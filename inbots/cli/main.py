@@ -27,8 +27,8 @@ workspace_app = typer.Typer(
 app.add_typer(db_app, name="db")
 app.add_typer(workspace_app, name="workspace")
 
-out = Console()
-err = Console(stderr=True)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
 
 EXIT_USAGE = 2
 
@@ -138,10 +138,15 @@ def workspace_create(name: Annotated[str, typer.Argument(help="A name for people
 
 
 def main() -> None:
+    from inbots.errors import InbotsError
+
     try:
         app()
     except KeyboardInterrupt:
         sys.exit(130)
+    except InbotsError as exc:
+        err.print(f"[bold red]inbots:[/] {exc.message}", highlight=False)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

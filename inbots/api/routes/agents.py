@@ -4,9 +4,9 @@ from fastapi import APIRouter
 
 from inbots.agents import service
 from inbots.agents.schemas import AgentCreate, AgentCreated, AgentList, AgentRead, Directory
-from inbots.api.deps import AgentCtx, Ctx, OperatorCtx
+from inbots.api.deps import AgentCtx, AuthFirstRoute, Ctx, OperatorCtx
 
-router = APIRouter(tags=["agents"])
+router = APIRouter(tags=["agents"], route_class=AuthFirstRoute)
 
 
 @router.post("/agents", status_code=201, response_model=AgentCreated)

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from inbots.api.deps import OperatorCtx
+from inbots.api.deps import AuthFirstRoute, OperatorCtx
 from inbots.deliveries import service
 from inbots.deliveries.schemas import DeliveryDetail, DeliveryPage
 
-router = APIRouter(tags=["deliveries"])
+router = APIRouter(tags=["deliveries"], route_class=AuthFirstRoute)
 
 
 @router.get("/deliveries", response_model=DeliveryPage)

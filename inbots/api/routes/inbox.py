@@ -6,13 +6,13 @@ import contextlib
 from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
-from inbots.api.deps import AgentCtx, Ctx, OperatorCtx
+from inbots.api.deps import AgentCtx, AuthFirstRoute, Ctx, OperatorCtx
 from inbots.deliveries import service
 from inbots.deliveries.schemas import AckRequest, AckResult, DeliveryRead, Inbox
 from inbots.messages import service as messages
 from inbots.messages.schemas import MessageWithDelivery
 
-router = APIRouter(tags=["inbox"])
+router = APIRouter(tags=["inbox"], route_class=AuthFirstRoute)
 
 
 @router.get("/inbox", response_model=Inbox)

@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response
 
-from inbots.api.deps import AgentCtx, Ctx, OperatorCtx
+from inbots.api.deps import AgentCtx, AuthFirstRoute, Ctx, OperatorCtx
 from inbots.messages import service as messages
 from inbots.messages.schemas import History, MessageCreate, SendResult
 from inbots.threads import service
@@ -16,7 +16,7 @@ from inbots.threads.schemas import (
     ThreadRead,
 )
 
-router = APIRouter(tags=["threads"])
+router = APIRouter(tags=["threads"], route_class=AuthFirstRoute)
 
 
 @router.post("/threads", status_code=201, response_model=ThreadRead)
