@@ -80,6 +80,10 @@ class Settings(BaseSettings):
     stall_seconds: PositiveSeconds = 900.0
     renotify_interval_seconds: PositiveSeconds = 30.0
     renotify_batch_size: int = Field(default=500, ge=1)
+    webhook_max_in_flight_per_url: int = Field(default=4, ge=1)
+    webhook_rotation_overlap_seconds: PositiveSeconds = 86_400.0
+    broker_visibility_timeout_seconds: int = Field(default=3_600, ge=60)
+    embedded_workers: int = Field(default=8, ge=1, le=256)
 
     @field_validator("retry_schedule", mode="before")
     @classmethod

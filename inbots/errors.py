@@ -7,7 +7,8 @@
     ├── Forbidden                   403 forbidden
     ├── NotFound                    404 not_found
     ├── Invalid                     422 validation_error (names the field)
-    │   └── SummaryRequired         422 summary_required
+    │   ├── SummaryRequired         422 summary_required
+    │   └── WebhookUrlRejected      422 webhook_url_rejected
     ├── Conflict                    409 conflict
     │   ├── UsernameTaken           409 username_taken
     │   ├── ThreadNotOpen           409 thread_not_open
@@ -63,6 +64,10 @@ class Invalid(InbotsError):
 
 class SummaryRequired(Invalid):
     code = "summary_required"
+
+
+class WebhookUrlRejected(Invalid):
+    code = "webhook_url_rejected"
 
 
 class Conflict(InbotsError):

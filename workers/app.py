@@ -1,24 +1,35 @@
-"""The Celery app: broker from settings, JSON only, late acknowledgement.
+"""The Celery app: broker from settings, JSON only, late acknowledgement, the renotify beat.
 
-The delivery tasks (``delivery.notify``, ``delivery.renotify``) arrive with the webhook engine;
-until then the worker starts and serves nothing but its own health.
+``celery -A workers worker`` runs notify jobs (queues ``notify``, ``notify-retry`` and ``sweep``;
+any number of workers on any number of machines); ``celery -A workers beat`` schedules the
+renotify sweep (exactly one beat per deployment).
 """
 
 from __future__ import annotations
 
 from celery import Celery
+from kombu import Queue
 
 from inbots.config import get_settings
+from inbots.jobs import NOTIFY_QUEUE, RENOTIFY_TASK, RETRY_QUEUE, SWEEP_QUEUE, celery_config
 
 settings = get_settings()
-app = Celery("inbots", broker=settings.broker_url or "redis://127.0.0.1:6379/0")
+app = Celery("inbots")
+app.conf.update(celery_config(settings))
 app.conf.update(
-    task_serializer="json",
-    accept_content=["json"],
-    result_serializer="json",
-    task_acks_late=True,
-    task_reject_on_worker_lost=True,
-    worker_prefetch_multiplier=1,
-    task_ignore_result=True,
-    broker_connection_retry_on_startup=True,
+    # First attempts and retries wait in separate queues, so a dead receiver's retries never
+    # stand in front of new mail; the worker polls them in turn.
+    task_queues=[Queue(NOTIFY_QUEUE), Queue(RETRY_QUEUE), Queue(SWEEP_QUEUE)],
+    task_routes={RENOTIFY_TASK: {"queue": SWEEP_QUEUE}},
+    beat_schedule={
+        "renotify": {
+            "task": RENOTIFY_TASK,
+            "schedule": settings.renotify_interval_seconds,
+            # A sweep that could not start before the next one is due is not worth running.
+            "options": {"queue": SWEEP_QUEUE, "expires": settings.renotify_interval_seconds},
+        }
+    },
+    worker_hijack_root_logger=False,
 )
+
+import workers.tasks  # noqa: E402,F401  (registers the tasks)

@@ -3,18 +3,13 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from inbots.kit.schema import Model, Request, Timestamp
+from inbots.webhooks.schemas import WebhookRead
 
 
 class AgentCreate(Request):
     name: str
     description: str | None = None
     webhook_url: str | None = None
-
-
-class WebhookRead(Model):
-    url: str
-    signing_secret: str
-    previous_secret_expires_at: Timestamp | None = None
 
 
 class AgentRead(Model):

@@ -103,12 +103,11 @@ def register_agent(
     caller.require_operator()
     username = check_username(name)
     description = check_description(description, uow.settings)
+    from inbots.webhooks import service as webhooks  # webhooks build on agents
+
+    url = None
     if webhook_url is not None:
-        raise Invalid(
-            "Webhooks are not available on this server version; register without webhook_url "
-            "and let the agent poll its inbox.",
-            field="webhook_url",
-        )
+        url = webhooks.check_url(webhook_url, uow.settings, field="webhook_url")
     api_key = tokens.mint(tokens.AGENT_KEY_PREFIX)
     now = utcnow()
     agent = Agent(
@@ -138,8 +137,13 @@ def register_agent(
             f"The username {username!r} is taken in this workspace (archived agents keep theirs).",
             field="name",
         )
+    webhook = None
+    if url is not None:
+        webhooks.apply_url(agent, url)
+        uow.session.flush()
+        webhook = webhooks.to_read(agent)
     read = to_read(agent, 0, uow.settings, now)
-    return AgentCreated(**read.model_dump(), api_key=api_key, webhook=None)
+    return AgentCreated(**read.model_dump(), api_key=api_key, webhook=webhook)
 
 
 def find_agent(uow: UnitOfWork, caller: Caller, id_or_username: str) -> Agent:

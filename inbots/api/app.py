@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI
@@ -10,10 +10,39 @@ from fastapi import APIRouter, FastAPI
 from inbots import __version__
 from inbots.api import errors
 from inbots.api.limits import BodyLimit
-from inbots.api.routes import agents, deliveries, health, inbox, threads
+from inbots.api.routes import agents, deliveries, health, inbox, threads, webhooks
 from inbots.config import Settings, get_settings
 from inbots.db.engine import Database
-from inbots.hooks import Hooks
+from inbots.deliveries.dispatcher import LocalDispatcher
+from inbots.deliveries.limiter import LocalLimiter
+from inbots.deliveries.notify import Engine, make_client
+from inbots.hooks import Hooks, RedisRelay
+from inbots.jobs import CeleryPublisher
+from inbots.wakeups import WakeupHub
+
+
+def build_hooks(
+    settings: Settings, db: Database
+) -> tuple[Hooks, Callable[[], None], Callable[[], None]]:
+    """Embedded default: the local dispatcher runs delivery in this process. With a broker:
+    publish to Celery, and relay long-poll wake-ups between processes over Redis."""
+    if settings.embedded:
+        engine = Engine(
+            db,
+            settings,
+            make_client(settings),
+            LocalLimiter(settings.webhook_max_in_flight_per_url),
+        )
+        dispatcher = LocalDispatcher(engine)
+        hooks = Hooks(publisher=dispatcher)
+
+        def stop_local() -> None:
+            dispatcher.stop()
+            engine.client.close()
+
+        return hooks, dispatcher.start, stop_local
+    relay = RedisRelay(settings.broker_url, WakeupHub())
+    return Hooks(publisher=CeleryPublisher(settings), relay=relay), relay.start, relay.stop
 
 
 def create_app(settings: Settings | None = None, db: Database | None = None) -> FastAPI:
@@ -21,11 +50,17 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     database = db or Database(settings)
     owns_db = db is None
 
+    hooks, start, stop = build_hooks(settings, database)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        yield
-        if owns_db:
-            database.dispose()
+        start()
+        try:
+            yield
+        finally:
+            stop()
+            if owns_db:
+                database.dispose()
 
     app = FastAPI(
         title="Inbots",
@@ -36,10 +71,10 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     )
     app.state.settings = settings
     app.state.db = database
-    app.state.hooks = Hooks()
+    app.state.hooks = hooks
 
     v1 = APIRouter(prefix="/v1")
-    for module in (agents, threads, inbox, deliveries):
+    for module in (agents, webhooks, threads, inbox, deliveries):
         v1.include_router(module.router)
     app.include_router(v1)
     app.include_router(health.router)

@@ -7,6 +7,14 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from inbots.db.base import Base, UTCDateTime
 
+_REPUBLISH = (
+    "publish_count > 0 AND notified_at IS NULL AND failed_at IS NULL AND acknowledged_at IS NULL"
+)
+_STALL = (
+    "acknowledged_at IS NULL AND failed_at IS NULL"
+    " AND (stalled_at IS NULL OR stalled_at < moved_at)"
+)
+
 
 class Delivery(Base):
     """The receipt. Stamps are only ever set, never cleared or overwritten."""
@@ -32,6 +40,20 @@ class Delivery(Base):
             sqlite_where=text("failed_at IS NOT NULL"),
             postgresql_where=text("failed_at IS NOT NULL"),
         ),
+        # The renotify sweep: lost publishes, and deliveries that may have stalled. Each predicate
+        # matches its query, so a sweep reads only the rows it may act on.
+        Index(
+            "ix_deliveries_republish",
+            "last_published_at",
+            sqlite_where=text(_REPUBLISH),
+            postgresql_where=text(_REPUBLISH),
+        ),
+        Index(
+            "ix_deliveries_stall",
+            "moved_at",
+            sqlite_where=text(_STALL),
+            postgresql_where=text(_STALL),
+        ),
         Index(
             "ix_deliveries_stalled",
             "workspace_id",
@@ -55,6 +77,12 @@ class Delivery(Base):
     failed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     failure_reason: Mapped[str | None] = mapped_column(String(200))
     stalled_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    # The newest progress stamp (accepted, notified, delivered, fetched): what "has not moved"
+    # is measured from. Kept by the stamping function, never set by hand.
+    moved_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    # While a webhook attempt runs: no second attempt may start before this.
+    claimed_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
     publish_count: Mapped[int] = mapped_column(Integer, default=0)
     last_published_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

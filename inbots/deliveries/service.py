@@ -22,7 +22,7 @@ from inbots.deliveries.schemas import (
     InboxItem,
 )
 from inbots.deliveries.state import STATES, state_filter, state_of
-from inbots.errors import Invalid, not_found
+from inbots.errors import Conflict, Invalid, not_found
 from inbots.kit.clock import utcnow
 from inbots.kit.ids import kind_of
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
@@ -32,6 +32,7 @@ from inbots.threads.models import CLOSED, Thread
 
 OUTCOMES = ("done", "declined")
 STAMPS = ("delivered_at", "fetched_at", "acknowledged_at", "notified_at", "failed_at", "stalled_at")
+MOVES = ("notified_at", "delivered_at", "fetched_at")  # progress that restarts the stall clock
 
 
 def to_read(delivery: Delivery, recipient: str) -> DeliveryRead:
@@ -64,10 +65,13 @@ def stamp(
     assert stamp_name in STAMPS, stamp_name
     column = getattr(Delivery, stamp_name)
     now = at or utcnow()
+    values: dict[str, datetime] = {stamp_name: now}
+    if stamp_name in MOVES:
+        values["moved_at"] = now
     uow.session.execute(
         update(Delivery)
         .where(*where, column.is_(None))
-        .values({stamp_name: now})
+        .values(values)
         .execution_options(synchronize_session=False)
     )
     return now
@@ -327,3 +331,33 @@ def get_delivery(uow: UnitOfWork, caller: Caller, delivery_id: str) -> DeliveryD
     return DeliveryDetail(
         **read.model_dump(), attempts=[AttemptRead.model_validate(a) for a in attempts]
     )
+
+
+def redeliver(uow: UnitOfWork, caller: Caller, delivery_id: str) -> DeliveryRead:
+    """Publish the notification again (a failed one too): a fresh set of attempts under the same
+    ``webhook-id``. Adds a publish; clears no stamp and no attempt."""
+    from inbots.jobs import Job
+
+    caller.require_operator()
+    delivery = uow.session.scalars(
+        select(Delivery)
+        .where(Delivery.id == delivery_id, Delivery.workspace_id == caller.workspace_id)
+        .with_for_update()
+    ).first()
+    if delivery is None:
+        raise not_found("delivery", delivery_id)
+    recipient = uow.session.get_one(Agent, delivery.recipient_id)
+    if not recipient.webhook_url:
+        raise Conflict(
+            f"Agent {recipient.username!r} has no webhook to notify; it sees this delivery when "
+            "it checks its inbox."
+        )
+    delivery.publish_count += 1
+    delivery.last_published_at = utcnow()
+    delivery.next_attempt_at = None
+    uow.session.flush()
+    job = Job(delivery.id, delivery.publish_count, "redeliver")
+    if uow.hooks is not None:
+        hooks = uow.hooks
+        uow.after_commit(lambda: hooks.publish([job]))
+    return to_read(delivery, recipient.username)

@@ -25,6 +25,7 @@ from inbots.errors import (
     ThreadNotOpen,
     not_found,
 )
+from inbots.jobs import Job
 from inbots.kit.clock import utcnow
 from inbots.kit.ids import kind_of, new_id
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
@@ -178,7 +179,7 @@ def send_message(
             raise Invalid("reply_to must name a message in this thread.", field="reply_to")
 
     recipients = uow.session.execute(
-        select(Agent.id, Agent.username)
+        select(Agent.id, Agent.username, Agent.webhook_url)
         .join(Participant, Participant.agent_id == Agent.id)
         .where(
             Participant.thread_id == thread.id,
@@ -220,6 +221,8 @@ def send_message(
             raise
         return _replay(uow, original, fingerprint)
 
+    # A webhook recipient's delivery is published in the same breath: the publish is recorded
+    # here (so the renotify sweep sees it if the broker never gets it) and sent after commit.
     rows = [
         {
             "id": new_id("dlv"),
@@ -228,23 +231,28 @@ def send_message(
             "thread_id": thread.id,
             "recipient_id": recipient_id,
             "accepted_at": now,
-            "publish_count": 0,
+            "moved_at": now,
+            "publish_count": 1 if webhook_url else 0,
+            "last_published_at": now if webhook_url else None,
         }
-        for recipient_id, _ in recipients
+        for recipient_id, _, webhook_url in recipients
     ]
     uow.session.execute(insert(Delivery), rows)
     thread.last_activity_at = now
     uow.session.flush()
 
-    recipient_ids = [r for r, _ in recipients]
+    recipient_ids = [r for r, _, _ in recipients]
+    jobs = [Job(str(row["id"]), 1, "publish") for row in rows if row["publish_count"]]
     if uow.hooks is not None:
         hooks = uow.hooks
         uow.after_commit(lambda: hooks.inbox_changed(recipient_ids))
+        if jobs:
+            uow.after_commit(lambda: hooks.publish(jobs))
     return SendResult(
         message=to_read(message, caller.username),
         deliveries=[
             DeliveryBrief(id=row["id"], recipient=name, state="accepted")
-            for row, (_, name) in zip(rows, recipients, strict=True)
+            for row, (_, name, _) in zip(rows, recipients, strict=True)
         ],
         duplicate=False,
     )

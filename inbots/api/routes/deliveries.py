@@ -4,7 +4,7 @@ from fastapi import APIRouter
 
 from inbots.api.deps import AuthFirstRoute, OperatorCtx
 from inbots.deliveries import service
-from inbots.deliveries.schemas import DeliveryDetail, DeliveryPage
+from inbots.deliveries.schemas import DeliveryDetail, DeliveryPage, DeliveryRead
 
 router = APIRouter(tags=["deliveries"], route_class=AuthFirstRoute)
 
@@ -34,3 +34,9 @@ def list_deliveries(
 def get_delivery(ctx: OperatorCtx, delivery_id: str) -> DeliveryDetail:
     """One receipt with its attempt log."""
     return ctx.run(service.get_delivery, delivery_id, readonly=True)
+
+
+@router.post("/deliveries/{delivery_id}/redeliver", status_code=202, response_model=DeliveryRead)
+def redeliver(ctx: OperatorCtx, delivery_id: str) -> DeliveryRead:
+    """Publish the notification again (a failed one too); adds stamps, clears none."""
+    return ctx.run(service.redeliver, delivery_id)

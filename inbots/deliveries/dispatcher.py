@@ -1,0 +1,110 @@
+"""The embedded default's broker: the same :func:`notify` and :func:`sweep` the Celery tasks wrap,
+reached through two thread pools (first attempts, and retries, so a dead receiver's retries never
+queue in front of new mail) and a timer for countdowns and the renotify schedule.
+
+Jobs live in memory only. That is safe because the database is the source of truth: after a
+restart the renotify sweep finds every publish that was in flight and publishes it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from inbots.deliveries.notify import Engine, notify
+from inbots.deliveries.renotify import sweep
+from inbots.jobs import Job
+
+log = logging.getLogger(__name__)
+
+
+class LocalDispatcher:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        workers = engine.settings.embedded_workers
+        self._first = ThreadPoolExecutor(workers, thread_name_prefix="inbots-notify")
+        self._retries = ThreadPoolExecutor(max(2, workers // 2), thread_name_prefix="inbots-retry")
+        self._sweeper = ThreadPoolExecutor(1, thread_name_prefix="inbots-renotify")
+        self._timers: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._timer_loop, name="inbots-timer", daemon=True)
+        self.sweeps = 0
+
+    # Publisher -----------------------------------------------------------------------------
+    def publish(self, jobs: Sequence[Job]) -> None:
+        for job in jobs:
+            self._submit(job, retry=False)
+
+    def later(self, job: Job, countdown: float, *, retry: bool) -> None:
+        self._at(countdown, lambda: self._submit(job, retry=retry))
+
+    # Life cycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+        self._at(min(1.0, self.engine.settings.renotify_interval_seconds), self._sweep)
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._thread.join(timeout=5)
+        self._first.shutdown(wait=False, cancel_futures=True)
+        self._retries.shutdown(wait=False, cancel_futures=True)
+        self._sweeper.shutdown(wait=False, cancel_futures=True)
+
+    # Internals -----------------------------------------------------------------------------
+    def _submit(self, job: Job, *, retry: bool) -> None:
+        pool = self._retries if retry else self._first
+        # Shutting down refuses new work; the sweep after the next start picks the job up.
+        with contextlib.suppress(RuntimeError):
+            pool.submit(self._run, job, retry)
+
+    def _run(self, job: Job, retry: bool) -> None:
+        try:
+            result = notify(self.engine, job)
+        except Exception:
+            log.exception(
+                "notify failed; the renotify sweep will try again",
+                extra={"delivery_id": job.delivery_id},
+            )
+            return
+        if result.countdown is not None:
+            self.later(job, result.countdown, retry=retry or result.outcome == "retry")
+
+    def _sweep(self) -> None:
+        try:
+            sweep(self.engine.db, self.engine.settings, self.publish)
+            self.sweeps += 1
+        except Exception:
+            log.exception("renotify sweep failed")
+        finally:
+            self._at(self.engine.settings.renotify_interval_seconds, self._sweep)
+
+    def _at(self, delay: float, fn: Callable[[], None]) -> None:
+        with self._cond:
+            heapq.heappush(self._timers, (time.monotonic() + delay, next(self._seq), fn))
+            self._cond.notify()
+
+    def _timer_loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopping and (
+                    not self._timers or self._timers[0][0] > time.monotonic()
+                ):
+                    timeout = self._timers[0][0] - time.monotonic() if self._timers else None
+                    self._cond.wait(timeout)
+                if self._stopping:
+                    return
+                _, _, fn = heapq.heappop(self._timers)
+            if fn == self._sweep:
+                self._sweeper.submit(fn)
+            else:
+                fn()

@@ -1,0 +1,107 @@
+"""Publishing notify jobs after commit.
+
+A service never publishes: it records the publish on the delivery row (the outbox) and asks the
+unit of work to call ``hooks.publish(jobs)`` after the commit. Production publishes to Celery by
+task name (``inbots`` never imports ``workers``); the embedded default hands jobs to the local
+dispatcher. A publish that fails after a few quick tries is left to the renotify sweep — it never
+fails the request that accepted the message.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tenacity import retry, stop_after_attempt, wait_exponential
+
+from inbots.config import Settings
+
+log = logging.getLogger(__name__)
+
+NOTIFY_TASK = "delivery.notify"
+RENOTIFY_TASK = "delivery.renotify"
+NOTIFY_QUEUE = "notify"
+RETRY_QUEUE = "notify-retry"
+SWEEP_QUEUE = "sweep"
+
+
+@dataclass(frozen=True)
+class Job:
+    """What a publish carries: which delivery, which publish of it, and why."""
+
+    delivery_id: str
+    publish: int
+    trigger: str = "publish"
+
+    def as_args(self) -> list[Any]:
+        return [self.delivery_id, self.publish, self.trigger]
+
+
+class Publisher(Protocol):
+    def publish(self, jobs: Sequence[Job]) -> None:
+        """Hand first attempts over; must not raise."""
+
+    def later(self, job: Job, countdown: float, *, retry: bool) -> None:
+        """Run ``job`` again after ``countdown`` seconds (on the retry lane when ``retry``)."""
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    """The Celery settings shared by the publisher here and the worker app in ``workers``."""
+    longest_countdown = max(settings.retry_schedule) * (1 + settings.retry_jitter)
+    return {
+        "broker_url": settings.broker_url,
+        "task_serializer": "json",
+        "accept_content": ["json"],
+        "result_serializer": "json",
+        "task_ignore_result": True,
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        "task_default_queue": NOTIFY_QUEUE,
+        "broker_connection_retry_on_startup": True,
+        "broker_connection_timeout": 3,
+        "broker_transport_options": {
+            # A task held unacknowledged (late ack, or waiting for its countdown) comes back to
+            # the queue after this; it must stay well above the longest retry countdown.
+            "visibility_timeout": max(
+                settings.broker_visibility_timeout_seconds, int(longest_countdown * 2) + 60
+            ),
+            "socket_timeout": 3,
+            "socket_connect_timeout": 3,
+        },
+    }
+
+
+class CeleryPublisher:
+    """Publishes by task name through a Celery client (no worker code imported)."""
+
+    def __init__(self, settings: Settings) -> None:
+        from celery import Celery
+
+        self.app = Celery("inbots-publisher")
+        self.app.conf.update(celery_config(settings))
+        self.failures = 0
+
+    @retry(
+        stop=stop_after_attempt(3), wait=wait_exponential(multiplier=0.05, max=0.3), reraise=True
+    )
+    def _send(self, job: Job, queue: str, countdown: float | None) -> None:
+        self.app.send_task(
+            NOTIFY_TASK, args=job.as_args(), queue=queue, countdown=countdown, retry=False
+        )
+
+    def publish(self, jobs: Sequence[Job]) -> None:
+        for job in jobs:
+            try:
+                self._send(job, NOTIFY_QUEUE, None)
+            except Exception as exc:  # broker down: the renotify sweep will publish again
+                self.failures += 1
+                log.warning(
+                    "publish failed; renotify will retry",
+                    extra={"delivery_id": job.delivery_id, "error": type(exc).__name__},
+                )
+
+    def later(self, job: Job, countdown: float, *, retry: bool) -> None:
+        self._send(job, RETRY_QUEUE if retry else NOTIFY_QUEUE, countdown)

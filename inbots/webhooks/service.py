@@ -1,0 +1,97 @@
+"""An agent's webhook: its URL and signing secret, set by the operator or by the agent itself.
+
+Registering a URL mints a secret if the agent has none; changing the URL keeps it; removing the
+webhook discards it for good. Rotating mints a new secret and keeps the previous one signing for
+the overlap (24 h), so both signatures go out and a handler can switch without a gap.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from inbots.agents.models import Agent
+from inbots.agents.service import find_agent
+from inbots.auth.service import Caller
+from inbots.config import Settings
+from inbots.db.uow import UnitOfWork
+from inbots.errors import NotFound, WebhookUrlRejected
+from inbots.kit.clock import utcnow
+from inbots.webhooks import signing, url_policy
+from inbots.webhooks.schemas import WebhookRead
+
+
+def check_url(url: object, settings: Settings, field: str = "url") -> str:
+    """The URL policy at registration time; 422 ``webhook_url_rejected`` naming the field."""
+    try:
+        return url_policy.resolve(url, settings.webhook_allow_private).url
+    except url_policy.RejectedURL as exc:
+        raise WebhookUrlRejected(str(exc), field=field) from None
+
+
+def to_read(agent: Agent) -> WebhookRead:
+    assert agent.webhook_url and agent.webhook_secret
+    expires = agent.webhook_previous_secret_expires_at
+    if expires is not None and expires <= utcnow():
+        expires = None
+    return WebhookRead(
+        url=agent.webhook_url,
+        signing_secret=agent.webhook_secret,
+        previous_secret_expires_at=expires,
+    )
+
+
+def apply_url(agent: Agent, url: str) -> None:
+    """Point the agent's webhook at ``url`` (already checked), minting a secret if it has none."""
+    agent.webhook_url = url
+    if not agent.webhook_secret:
+        agent.webhook_secret = signing.new_secret()
+
+
+def _target(uow: UnitOfWork, caller: Caller, agent_ref: str | None) -> Agent:
+    """The operator names an agent; an agent can only ever mean itself."""
+    if agent_ref is None:
+        caller.require_agent()
+        return uow.session.get_one(Agent, caller.agent_id)
+    caller.require_operator()
+    return find_agent(uow, caller, agent_ref)
+
+
+def _existing(agent: Agent) -> Agent:
+    if not agent.webhook_url or not agent.webhook_secret:
+        raise NotFound(f"Agent {agent.username!r} has no webhook.")
+    return agent
+
+
+def set_webhook(uow: UnitOfWork, caller: Caller, agent_ref: str | None, url: object) -> WebhookRead:
+    """Set or change the webhook URL (the secret is kept, or minted on first registration)."""
+    agent = _target(uow, caller, agent_ref)
+    apply_url(agent, check_url(url, uow.settings))
+    uow.session.flush()
+    return to_read(agent)
+
+
+def get_webhook(uow: UnitOfWork, caller: Caller, agent_ref: str | None) -> WebhookRead:
+    """The URL and secret; 404 when the agent has no webhook."""
+    return to_read(_existing(_target(uow, caller, agent_ref)))
+
+
+def remove_webhook(uow: UnitOfWork, caller: Caller, agent_ref: str | None) -> None:
+    """Remove the URL and discard the secret for good (a later URL gets a new one). Idempotent."""
+    agent = _target(uow, caller, agent_ref)
+    agent.webhook_url = None
+    agent.webhook_secret = None
+    agent.webhook_previous_secret = None
+    agent.webhook_previous_secret_expires_at = None
+    uow.session.flush()
+
+
+def rotate_secret(uow: UnitOfWork, caller: Caller, agent_ref: str | None) -> WebhookRead:
+    """Mint a new secret; the previous one keeps signing (second signature) for the overlap."""
+    agent = _existing(_target(uow, caller, agent_ref))
+    agent.webhook_previous_secret = agent.webhook_secret
+    agent.webhook_previous_secret_expires_at = utcnow() + timedelta(
+        seconds=uow.settings.webhook_rotation_overlap_seconds
+    )
+    agent.webhook_secret = signing.new_secret()
+    uow.session.flush()
+    return to_read(agent)
