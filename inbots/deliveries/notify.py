@@ -236,12 +236,12 @@ def _send(engine: Engine, claim: _Claim, delivery_id: str) -> _Sent:
     }
     request_url, extensions = claim.url, {}
     if not engine.settings.webhook_allow_private:
-        # Connect to the address that was checked, not to whatever DNS says a moment later.
-        host = f"[{target.address}]" if ":" in target.address else target.address
-        request_url = str(httpx.URL(claim.url).copy_with(host=target.address))
-        headers["host"] = httpx.URL(claim.url).netloc.decode("ascii")
+        # Connect to the address that was checked, not to whatever DNS says a moment later;
+        # the Host header and TLS name stay the URL's own.
+        original = httpx.URL(claim.url)
+        request_url = str(original.copy_with(host=target.address))
+        headers["host"] = original.netloc.decode("ascii")
         extensions = {"sni_hostname": target.host}
-        del host
     try:
         with engine.client.stream(
             "POST", request_url, content=claim.payload, headers=headers, extensions=extensions

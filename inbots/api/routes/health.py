@@ -28,6 +28,22 @@ async def readyz(request: Request) -> JSONResponse:
         await run_in_threadpool(ping)
     except Exception as exc:
         down["database"] = type(exc).__name__
+    broker = request.app.state.settings.broker_url
+    if broker:
+
+        def ping_broker() -> None:
+            import redis
+
+            client = redis.Redis.from_url(broker, socket_timeout=2, socket_connect_timeout=2)
+            try:
+                client.ping()
+            finally:
+                client.close()
+
+        try:
+            await run_in_threadpool(ping_broker)
+        except Exception as exc:
+            down["broker"] = type(exc).__name__
     if down:
         return JSONResponse(
             {
