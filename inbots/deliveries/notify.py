@@ -242,6 +242,9 @@ def _send(engine: Engine, claim: _Claim, delivery_id: str) -> _Sent:
         request_url = str(original.copy_with(host=target.address))
         headers["host"] = original.netloc.decode("ascii")
         extensions = {"sni_hostname": target.host}
+    # httpx's timeout bounds each network step; the attempt as a whole gets the same budget,
+    # so a receiver that trickles its answer cannot hold a worker past it.
+    budget = engine.settings.webhook_timeout_seconds
     try:
         with engine.client.stream(
             "POST", request_url, content=claim.payload, headers=headers, extensions=extensions
@@ -249,12 +252,14 @@ def _send(engine: Engine, claim: _Claim, delivery_id: str) -> _Sent:
             excerpt = bytearray()
             for chunk in response.iter_bytes():
                 excerpt.extend(chunk)
-                if len(excerpt) >= EXCERPT_BYTES:
+                if len(excerpt) >= EXCERPT_BYTES or time.monotonic() - clock > budget:
                     break
             text = bytes(excerpt[:EXCERPT_BYTES]).decode("utf-8", "replace")
             code = response.status_code
     except httpx.HTTPError as exc:
         return done(None, _classify_error(exc), f"{type(exc).__name__}: {exc}"[:EXCERPT_BYTES])
+    if time.monotonic() - clock > budget:
+        return done(code, "timeout", f"answered only after the {budget:g} s budget")
     if 200 <= code < 300:
         return done(code, "ok", text)
     if code == 410:
