@@ -80,6 +80,7 @@ DELIVERY_COLUMNS = (
     "thread_id",
     "recipient_id",
     "accepted_at",
+    "moved_at",
     "delivered_at",
     "fetched_at",
     "acknowledged_at",
@@ -314,6 +315,7 @@ def seed_inbox(
         delivery_rows = [
             (r["id"], workspace_id, r["message_id"], r["thread_id"], r["recipient_id"])
             + (bound[r["accepted_at"]],)
+            + (bound[r["done_at"] or r["accepted_at"]],)  # moved: the newest progress stamp
             + (bound[r["done_at"]],) * 3  # delivered, fetched, acknowledged
             + (0, None if r["done_at"] is None else "done")
             for r in rows

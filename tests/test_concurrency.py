@@ -3,6 +3,8 @@ same number of SQL statements however many recipients it has."""
 
 from __future__ import annotations
 
+import threading
+
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -123,8 +125,12 @@ def _caller_for(database: Database, key: str) -> AuthCaller:
 def _statements_for_send(database: Database, caller: AuthCaller, thread_id: str) -> list[str]:
     statements: list[str] = []
 
+    me = threading.get_ident()
+
     def record(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
-        statements.append(statement)
+        # Only this thread's statements: the server's background sweep shares the engine.
+        if threading.get_ident() == me:
+            statements.append(statement)
 
     event.listen(database.engine, "before_cursor_execute", record)
     try:

@@ -245,6 +245,8 @@ def serve(tmp_path: Path, **settings: str) -> Iterator[Served]:
 
 def spec_paths() -> list[tuple[str, str]]:
     """Every (method, /v1 path) the HTTP contract names, in order, without duplicates."""
+    if not SPEC.exists():
+        pytest.skip(f"the product spec is not beside this checkout ({SPEC})")
     found = re.findall(r"`(GET|POST|PUT|DELETE|PATCH) (/v1/[^`\s?]*)", SPEC.read_text())
     return list(dict.fromkeys(found))
 

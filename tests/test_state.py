@@ -139,6 +139,7 @@ def _insert_combinations(api: Api, database: Database) -> dict[str, str]:
                 "thread_id": anchor.thread_id,
                 "recipient_id": anchor.recipient_id,
                 "publish_count": 0,
+                "moved_at": T0,
                 **combo,
             }
         )

@@ -189,7 +189,7 @@ def test_wait_invalid_timeout_falls_back_to_the_default(api: Api, timeout: str) 
     body = reader.ok("GET", "/inbox/wait", params={"timeout": timeout})
     elapsed = time.monotonic() - started
 
-    assert 1.9 <= elapsed < 4.0  # the 2 s default
+    assert 1.9 <= elapsed < 8.0  # the 2 s default (not the 1 s floor, nor 30 s or 60 s)
     assert body == EMPTY
 
 
@@ -201,7 +201,7 @@ def test_wait_without_timeout_uses_the_default(api: Api) -> None:
     body = reader.ok("GET", "/inbox/wait")
     elapsed = time.monotonic() - started
 
-    assert 1.9 <= elapsed < 4.0
+    assert 1.9 <= elapsed < 8.0
     assert body == EMPTY
 
 
