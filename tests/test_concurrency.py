@@ -4,7 +4,6 @@ same number of SQL statements however many recipients it has."""
 from __future__ import annotations
 
 import threading
-
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
