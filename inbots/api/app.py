@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI
+from starlette.routing import Route
 
 from inbots import __version__
 from inbots.api import errors
@@ -18,6 +19,7 @@ from inbots.deliveries.limiter import LocalLimiter
 from inbots.deliveries.notify import Engine, make_client
 from inbots.hooks import Hooks, RedisRelay
 from inbots.jobs import CeleryPublisher
+from inbots.mcp.server import McpEndpoint
 from inbots.wakeups import WakeupHub
 
 
@@ -51,12 +53,14 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     owns_db = db is None
 
     hooks, start, stop = build_hooks(settings, database)
+    mcp = McpEndpoint(database, hooks, settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         start()
         try:
-            yield
+            async with mcp.running():
+                yield
         finally:
             stop()
             if owns_db:
@@ -78,6 +82,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
         v1.include_router(module.router)
     app.include_router(v1)
     app.include_router(health.router)
+    app.router.routes.append(Route("/mcp", mcp, include_in_schema=False))  # see docs/mcp.md
     errors.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.request_body_max_bytes)
     return app

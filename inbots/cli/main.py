@@ -79,6 +79,44 @@ def serve(
     )
 
 
+@app.command("mcp")
+def mcp_stdio(
+    url: Annotated[
+        str | None,
+        typer.Option(
+            envvar="INBOTS_URL",
+            help="Base URL of a running Inbots, like http://127.0.0.1:8000 [INBOTS_URL].",
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="INBOTS_API_KEY",
+            help="The agent's key, agt_… (prefer the environment variable) [INBOTS_API_KEY].",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Serve the agent tools over MCP stdio, calling the Inbots HTTP API as one agent."""
+    if not url:
+        fail(
+            "INBOTS_URL is not set: give the base URL of Inbots, like http://127.0.0.1:8000.",
+            EXIT_USAGE,
+        )
+    if not url.startswith(("http://", "https://")):
+        fail(f"INBOTS_URL must start with http:// or https:// (got {url!r}).", EXIT_USAGE)
+    if not api_key:
+        fail("INBOTS_API_KEY is not set: give the agent's key (agt_…).", EXIT_USAGE)
+    if not api_key.startswith("agt_"):
+        fail(
+            "INBOTS_API_KEY must be an agent key (agt_…); the operator token is not an agent.",
+            EXIT_USAGE,
+        )
+    from inbots.mcp.stdio import run
+
+    run(url, api_key)
+
+
 def _print_minted(token: str | None) -> None:
     if token:
         out.print(

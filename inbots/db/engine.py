@@ -77,6 +77,9 @@ class Database:
     """An engine and the two session factories the unit of work uses."""
 
     def __init__(self, settings: Settings) -> None:
+        from inbots.db.base import import_models
+
+        import_models()  # every table known, whichever entry point (API, worker, CLI) we are in
         self.settings = settings
         self.engine = create_db_engine(settings)
         self.dialect = self.engine.dialect.name

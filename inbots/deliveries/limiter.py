@@ -43,13 +43,15 @@ class LocalLimiter:
                 del self._counts[key]
 
 
+# The expiry is renewed only by a successful acquire: slots leaked by a killed worker then free
+# themselves TTL seconds after the last success, however often refused callers come back.
 _ACQUIRE = """
 local n = redis.call('INCR', KEYS[1])
-redis.call('EXPIRE', KEYS[1], ARGV[2])
 if n > tonumber(ARGV[1]) then
   redis.call('DECR', KEYS[1])
   return 0
 end
+redis.call('EXPIRE', KEYS[1], ARGV[2])
 return 1
 """
 _RELEASE = """

@@ -135,8 +135,6 @@ def _claim(engine: Engine, job: Job, now: datetime) -> _Claim | Result:
             # A retry of this publish is scheduled later: this job is early (a duplicate).
             wait = (delivery.next_attempt_at - now).total_seconds()
             return Result("busy", countdown=wait, reason="retry scheduled later")
-        if not engine.limiter.acquire(url_key(recipient.webhook_url)):
-            return Result("busy", countdown=BUSY_RETRY_SECONDS, reason="URL at its in-flight cap")
         total = session.scalar(
             select(func.count()).where(DeliveryAttempt.delivery_id == delivery.id)
         )
@@ -326,13 +324,24 @@ def _fail(uow: Any, delivery_id: str, reason: str) -> None:
     )
 
 
+def _unclaim(engine: Engine, delivery_id: str) -> None:
+    with unit_of_work(engine.db) as uow:
+        uow.session.execute(
+            update(Delivery).where(Delivery.id == delivery_id).values(claimed_until=None)
+        )
+
+
 def notify(engine: Engine, job: Job) -> Result:
     """Make the next attempt of ``job`` if it is still wanted; say what should happen next."""
     claim = _claim(engine, job, utcnow())
     if isinstance(claim, Result):
         return claim
+    key = url_key(claim.url)
+    if not engine.limiter.acquire(key):
+        _unclaim(engine, job.delivery_id)
+        return Result("busy", countdown=BUSY_RETRY_SECONDS, reason="URL at its in-flight cap")
     try:
         sent = _send(engine, claim, job.delivery_id)
     finally:
-        engine.limiter.release(url_key(claim.url))
+        engine.limiter.release(key)
     return _record(engine, job, claim, sent)

@@ -1,0 +1,390 @@
+"""What the MCP tools call. One interface, two implementations:
+
+- :class:`LocalBackend` (Streamable HTTP at ``/mcp``) runs the same service functions as the HTTP
+  routes, each in its own unit of work on a worker thread, with the same read/write modes.
+- :class:`HttpBackend` (``inbots mcp`` over stdio) calls those HTTP routes with the agent's key.
+
+Both answer with the JSON the HTTP API would send (same field names, RFC 3339 times) and raise
+:class:`~inbots.errors.InbotsError` carrying the HTTP error's sentence, so a tool cannot tell them
+apart.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+from urllib.parse import quote
+
+import anyio
+import anyio.to_thread
+import httpx
+from pydantic import BaseModel
+from sqlalchemy.exc import DataError
+
+from inbots import __version__
+from inbots.agents import service as agents
+from inbots.agents.schemas import Directory
+from inbots.auth.service import Caller
+from inbots.config import Settings
+from inbots.db.engine import Database
+from inbots.db.uow import run_unit
+from inbots.deliveries import service as deliveries
+from inbots.deliveries.schemas import Inbox
+from inbots.errors import InbotsError, Invalid, not_found
+from inbots.hooks import Hooks
+from inbots.kit.paging import clamp_limit
+from inbots.messages import service as messages
+from inbots.threads import service as threads
+from inbots.threads.schemas import ThreadList
+
+Json = dict[str, Any]
+T = TypeVar("T")
+
+
+def _default(name: str) -> Any:
+    return Settings.model_fields[name].default
+
+
+@dataclass(frozen=True)
+class ToolLimits:
+    """The limits the tools describe and the stdio backend applies. The server's come from its
+    settings; ``inbots mcp`` cannot see those and uses the documented defaults."""
+
+    check_inbox_default: int = _default("check_inbox_default")
+    check_inbox_max: int = _default("check_inbox_max")
+    wait_default_seconds: float = _default("wait_default_seconds")
+    wait_max_seconds: float = _default("wait_max_seconds")
+    message_body_max: int = _default("message_body_max")
+    summary_required_over: int = _default("summary_required_over")
+    summary_max: int = _default("summary_max")
+    ack_batch_max: int = _default("ack_batch_max")
+    note_max: int = _default("note_max")
+    idempotency_key_max: int = _default("idempotency_key_max")
+    list_default: int = _default("list_default")
+    list_max: int = _default("list_max")
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ToolLimits:
+        return cls(**{name: getattr(settings, name) for name in cls.__dataclass_fields__})
+
+
+class Backend(Protocol):
+    """One agent's view of Inbots. Every method answers the HTTP API's JSON for that call."""
+
+    async def whoami(self) -> Json: ...
+    async def list_agents(self, query: str | None, active_only: bool) -> Json: ...
+    async def list_threads(self) -> Json: ...
+    async def open_thread(self, title: str, goal: str | None, participants: list[str]) -> Json: ...
+    async def add_participant(self, thread_id: str, username: str) -> Json: ...
+    async def send_message(
+        self,
+        thread_id: str,
+        body: str,
+        summary: str | None,
+        kind: str | None,
+        reply_to: str | None,
+        idempotency_key: str | None,
+    ) -> Json: ...
+    async def check_inbox(self, limit: int | None) -> Json: ...
+    async def read_message(self, ident: str) -> Json: ...
+    async def read_thread(
+        self, thread_id: str, since: str | None, limit: int | None, cursor: str | None
+    ) -> Json: ...
+    async def acknowledge(self, ids: list[str], outcome: str | None, note: str | None) -> Json: ...
+    async def wait_for_mail(self, timeout_seconds: float | None) -> Json: ...
+    async def request_close(self, thread_id: str) -> Json: ...
+
+
+def _json(model: BaseModel) -> Json:
+    return model.model_dump(mode="json")
+
+
+def wait_seconds(raw: float | None, default: float, maximum: float) -> float:
+    """The long-poll rule: missing or not a number means the default; 1 s at least; capped."""
+    value = default if raw is None or math.isnan(raw) else raw
+    return min(max(value, 1.0), maximum)
+
+
+class LocalBackend:
+    """The caller's tools run in this process: the HTTP routes' service calls, one unit of work
+    each, on a worker thread (the event loop never blocks on the database)."""
+
+    def __init__(self, db: Database, hooks: Hooks, settings: Settings, caller: Caller) -> None:
+        self.db = db
+        self.hooks = hooks
+        self.settings = settings
+        self.caller = caller
+
+    async def _run(
+        self,
+        fn: Callable[..., T],
+        *args: object,
+        readonly: bool = False,
+        mostly_reads: bool = False,
+        **kwargs: object,
+    ) -> T:
+        call = functools.partial(
+            run_unit,
+            self.db,
+            self.hooks,
+            fn,
+            self.caller,
+            *args,
+            readonly=readonly,
+            mostly_reads=mostly_reads,
+            **kwargs,
+        )
+        try:
+            return await anyio.to_thread.run_sync(call)
+        except DataError:
+            # As the HTTP layer answers it: a value the database cannot hold is still input.
+            raise Invalid("A value in the request cannot be stored.") from None
+
+    async def whoami(self) -> Json:
+        return _json(await self._run(agents.me, readonly=True))
+
+    async def list_agents(self, query: str | None, active_only: bool) -> Json:
+        found = await self._run(agents.directory, query, active_only, readonly=True)
+        return _json(Directory(items=found))
+
+    async def list_threads(self) -> Json:
+        found = await self._run(threads.list_threads, None, None, readonly=True)
+        return _json(ThreadList(items=found))
+
+    async def open_thread(self, title: str, goal: str | None, participants: list[str]) -> Json:
+        return _json(await self._run(threads.open_thread, title, goal, participants))
+
+    async def add_participant(self, thread_id: str, username: str) -> Json:
+        return _json(await self._run(threads.add_participant, thread_id, username))
+
+    async def send_message(
+        self,
+        thread_id: str,
+        body: str,
+        summary: str | None,
+        kind: str | None,
+        reply_to: str | None,
+        idempotency_key: str | None,
+    ) -> Json:
+        sent = await self._run(
+            messages.send_message, thread_id, body, summary, kind, reply_to, idempotency_key
+        )
+        return _json(sent)
+
+    async def check_inbox(self, limit: int | None) -> Json:
+        s = self.settings
+        inbox = await self._run(
+            deliveries.inbox,
+            limit,
+            maximum=s.check_inbox_max,
+            default=s.check_inbox_default,
+            mostly_reads=True,
+        )
+        return _json(inbox)
+
+    async def read_message(self, ident: str) -> Json:
+        return _json(await self._run(messages.read_message, ident, mostly_reads=True))
+
+    async def read_thread(
+        self, thread_id: str, since: str | None, limit: int | None, cursor: str | None
+    ) -> Json:
+        found = await self._run(
+            messages.history, thread_id, since, limit, cursor, mostly_reads=True
+        )
+        return _json(found)
+
+    async def acknowledge(self, ids: list[str], outcome: str | None, note: str | None) -> Json:
+        return _json(await self._run(deliveries.acknowledge, ids, outcome, note))
+
+    async def wait_for_mail(self, timeout_seconds: float | None) -> Json:
+        """As ``GET /v1/inbox/wait``: sleeps on the wake-up hub's event between checks, so the
+        wait holds neither a database connection nor a thread."""
+        s = self.settings
+        seconds = wait_seconds(timeout_seconds, s.wait_default_seconds, s.wait_max_seconds)
+        deadline = anyio.current_time() + seconds
+        with self.hooks.wakeups.listen(self.caller.agent_id) as woken:
+            while not await self._run(deliveries.has_unshown, readonly=True):
+                remaining = deadline - anyio.current_time()
+                if remaining <= 0:
+                    waiting = await self._run(deliveries.waiting_count, readonly=True)
+                    return _json(Inbox(items=[], returned=0, waiting=waiting, more=waiting > 0))
+                with anyio.move_on_after(remaining):
+                    await woken.wait()
+                woken.clear()
+        return _json(await self._run(deliveries.inbox, None, mostly_reads=True))
+
+    async def request_close(self, thread_id: str) -> Json:
+        return _json(await self._run(threads.request_close, thread_id))
+
+
+def _error_classes() -> dict[str, type[InbotsError]]:
+    found: dict[str, type[InbotsError]] = {}
+    pending: list[type[InbotsError]] = [InbotsError]
+    while pending:
+        cls = pending.pop()
+        found.setdefault(cls.code, cls)
+        pending.extend(cls.__subclasses__())
+    return found
+
+
+_SAFE_ID = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _segment(ident: str, what: str) -> str:
+    """An id for a URL path. Ids are letters, digits and underscores; anything else names nothing
+    (and could change the path), so it answers not found here, as the service would."""
+    if not _SAFE_ID.fullmatch(ident):
+        raise not_found(what, ident)
+    return quote(ident, safe="")
+
+
+class HttpBackend:
+    """The caller's tools call the REST API of a running Inbots with the agent's key."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        limits: ToolLimits | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.limits = limits or ToolLimits()
+        self.base_url = base_url.rstrip("/").removesuffix("/v1")
+        self._errors = _error_classes()
+        self._client = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers={
+                "Authorization": f"Bearer {api_key}",
+                "User-Agent": f"inbots-mcp/{__version__}",
+            },
+            # A long-poll answers within its capped timeout; allow it that long plus slack.
+            timeout=httpx.Timeout(30.0, read=self.limits.wait_max_seconds + 30.0),
+            transport=transport,
+        )
+
+    async def __aenter__(self) -> HttpBackend:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._client.aclose()
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        body: Json | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Json:
+        try:
+            response = await self._client.request(
+                method, "/v1" + path, params=params, json=body, headers=headers
+            )
+        except httpx.TimeoutException:
+            raise InbotsError(
+                f"Inbots at {self.base_url} did not answer in time; the call may or may not have "
+                "taken effect. Check before repeating it (send_message: repeat with the same "
+                "idempotency_key)."
+            ) from None
+        except httpx.HTTPError as exc:
+            raise InbotsError(
+                f"Could not reach Inbots at {self.base_url} ({type(exc).__name__}); check that "
+                "the server is running and that INBOTS_URL points at it."
+            ) from None
+        if response.is_success:
+            answer: Json = response.json()
+            return answer
+        raise self._error(response)
+
+    def _error(self, response: httpx.Response) -> InbotsError:
+        try:
+            error = response.json()["error"]
+            code, message = str(error["code"]), str(error["message"])
+        except (ValueError, KeyError, TypeError):
+            return InbotsError(
+                f"Inbots at {self.base_url} answered HTTP {response.status_code} without an "
+                "error message."
+            )
+        cls = self._errors.get(code, InbotsError)
+        field = error.get("field")
+        return cls(message, field=field if isinstance(field, str) else None)
+
+    async def whoami(self) -> Json:
+        return await self._call("GET", "/me")
+
+    async def list_agents(self, query: str | None, active_only: bool) -> Json:
+        params = {"query": query} if query is not None else {}
+        if active_only:
+            params["active"] = "true"
+        return await self._call("GET", "/directory", params=params)
+
+    async def list_threads(self) -> Json:
+        return await self._call("GET", "/threads")
+
+    async def open_thread(self, title: str, goal: str | None, participants: list[str]) -> Json:
+        body = {"title": title, "goal": goal, "participants": participants}
+        return await self._call("POST", "/threads", body=body)
+
+    async def add_participant(self, thread_id: str, username: str) -> Json:
+        path = f"/threads/{_segment(thread_id, 'thread')}/participants"
+        return await self._call("POST", path, body={"username": username})
+
+    async def send_message(
+        self,
+        thread_id: str,
+        body: str,
+        summary: str | None,
+        kind: str | None,
+        reply_to: str | None,
+        idempotency_key: str | None,
+    ) -> Json:
+        headers = {}
+        if idempotency_key is not None:
+            if not all("!" <= c <= "~" for c in idempotency_key):
+                # Not sendable as a header; the server's rule, with its sentence.
+                raise Invalid(
+                    f"Idempotency-Key must be 1 to {self.limits.idempotency_key_max} visible "
+                    "ASCII characters (no spaces).",
+                    field="idempotency_key",
+                )
+            headers["Idempotency-Key"] = idempotency_key
+        path = f"/threads/{_segment(thread_id, 'thread')}/messages"
+        content = {"body": body, "summary": summary, "kind": kind, "reply_to": reply_to}
+        return await self._call("POST", path, body=content, headers=headers)
+
+    async def check_inbox(self, limit: int | None) -> Json:
+        # GET /v1/inbox applies the listing limits; the tool's are narrower, so apply them here.
+        count = clamp_limit(limit, self.limits.check_inbox_default, self.limits.check_inbox_max)
+        return await self._call("GET", "/inbox", params={"limit": str(count)})
+
+    async def read_message(self, ident: str) -> Json:
+        return await self._call("GET", f"/messages/{_segment(ident, 'message')}")
+
+    async def read_thread(
+        self, thread_id: str, since: str | None, limit: int | None, cursor: str | None
+    ) -> Json:
+        params = {
+            name: str(value)
+            for name, value in (("since", since), ("limit", limit), ("cursor", cursor))
+            if value is not None
+        }
+        path = f"/threads/{_segment(thread_id, 'thread')}/messages"
+        return await self._call("GET", path, params=params)
+
+    async def acknowledge(self, ids: list[str], outcome: str | None, note: str | None) -> Json:
+        return await self._call(
+            "POST", "/acks", body={"ids": ids, "outcome": outcome, "note": note}
+        )
+
+    async def wait_for_mail(self, timeout_seconds: float | None) -> Json:
+        params = {"timeout": str(timeout_seconds)} if timeout_seconds is not None else {}
+        return await self._call("GET", "/inbox/wait", params=params)
+
+    async def request_close(self, thread_id: str) -> Json:
+        return await self._call("POST", f"/threads/{_segment(thread_id, 'thread')}/close-request")

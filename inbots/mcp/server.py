@@ -1,0 +1,112 @@
+"""``/mcp``: the agent tools over Streamable HTTP, on the same server as the HTTP API.
+
+:class:`McpEndpoint` is a plain ASGI app. It resolves ``Authorization: Bearer agt_…`` to one agent
+*before* the MCP SDK sees the request: a missing, malformed, unknown or archived key is answered
+``401`` (with ``WWW-Authenticate: Bearer``) and the operator token ``403`` (it is not an agent),
+in the HTTP API's error envelope. The caller is stored in the ASGI scope, where each tool call
+finds it through the SDK's request context; no tool takes the caller's id.
+
+The SDK's session manager runs *stateless* with JSON responses: every POST is authenticated and
+served on its own, so nothing is kept between requests and any web process can answer any call.
+GET (a server-push stream) and DELETE (ending a session) are answered 405, as the transport
+allows: there is nothing to push and no session to end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio.to_thread
+from mcp.server import ServerRequestContext
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.datastructures import Headers
+from starlette.types import Receive, Scope, Send
+
+from inbots.api.errors import envelope
+from inbots.auth import service as auth
+from inbots.auth.service import Caller
+from inbots.config import Settings
+from inbots.db.engine import Database
+from inbots.db.uow import unit_of_work
+from inbots.errors import Forbidden, InbotsError, Unauthorized
+from inbots.hooks import Hooks
+from inbots.mcp.backends import Backend, LocalBackend, ToolLimits
+from inbots.mcp.tools import build_server
+
+CALLER = "inbots.caller"
+"""The ASGI scope key holding the authenticated :class:`~inbots.auth.service.Caller`."""
+
+
+class McpEndpoint:
+    def __init__(self, db: Database, hooks: Hooks, settings: Settings) -> None:
+        self.db = db
+        self.hooks = hooks
+        self.settings = settings
+        self.server = build_server(self._backend_for, ToolLimits.from_settings(settings))
+        self._manager: StreamableHTTPSessionManager | None = None
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Run the SDK's session manager; enter this inside the app's lifespan."""
+        manager = StreamableHTTPSessionManager(app=self.server, stateless=True, json_response=True)
+        async with manager.run():
+            self._manager = manager
+            try:
+                yield
+            finally:
+                self._manager = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        manager = self._manager
+        if scope["type"] != "http" or manager is None:
+            response = envelope(
+                503, "unavailable", "The MCP endpoint is not running; try again in a moment."
+            )
+            await response(scope, receive, send)
+            return
+        try:
+            caller = await anyio.to_thread.run_sync(
+                self._authenticate, Headers(scope=scope).get("authorization")
+            )
+        except InbotsError as exc:
+            await envelope(exc.status, exc.code, exc.message, exc.field)(scope, receive, send)
+            return
+        if scope["method"] != "POST":
+            # Stateless: no session to resume or delete, and nothing is ever pushed on a GET
+            # stream. The transport spec allows 405 for both; clients then just POST.
+            response = envelope(
+                405,
+                "method_not_allowed",
+                "The MCP endpoint takes JSON-RPC messages by POST; it offers no GET stream "
+                "and no sessions to delete.",
+                headers={"Allow": "POST"},
+            )
+            await response(scope, receive, send)
+            return
+        scope[CALLER] = caller
+        await manager.handle_request(scope, receive, send)
+
+    def _authenticate(self, authorization: str | None) -> Caller:
+        """The agent behind the bearer key, as the HTTP API resolves it (and its activity
+        stamped), or 401; the operator token is 403."""
+        token = auth.parse_bearer(authorization)
+        with unit_of_work(self.db, self.hooks, readonly=True) as uow:
+            caller = auth.authenticate(uow, token)
+        if caller.is_operator:
+            raise Forbidden(
+                "The MCP tools are for agents: connect with an agent key (agt_…), not the "
+                "operator token."
+            )
+        if auth.needs_touch(caller, self.settings.last_seen_resolution_seconds):
+            with unit_of_work(self.db, self.hooks) as uow:
+                auth.touch(uow, caller)
+        return caller
+
+    def _backend_for(self, ctx: ServerRequestContext[Any, Any]) -> Backend:
+        request = ctx.request
+        caller = request.scope.get(CALLER) if request is not None else None
+        if not isinstance(caller, Caller):  # cannot happen behind __call__; refuse, never guess
+            raise Unauthorized("Send an Authorization: Bearer <token> header.")
+        return LocalBackend(self.db, self.hooks, self.settings, caller)
