@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 from sqlalchemy import func, select, update
+from sqlalchemy.orm import aliased
 
 from inbots import __version__
 from inbots.agents.models import Agent
@@ -98,15 +99,21 @@ def _claim(engine: Engine, job: Job, now: datetime) -> _Claim | Result:
     s = engine.settings
     with unit_of_work(engine.db) as uow:
         session = uow.session
+        recipient_row, sender_row = aliased(Agent), aliased(Agent)
         row = session.execute(
-            select(Delivery, Thread.status, Thread.title)
+            select(
+                Delivery, Thread.status, Thread.title, recipient_row, Message, sender_row.username
+            )
             .join(Thread, Thread.id == Delivery.thread_id)
+            .join(recipient_row, recipient_row.id == Delivery.recipient_id)
+            .join(Message, Message.id == Delivery.message_id)
+            .join(sender_row, sender_row.id == Message.sender_id)
             .where(Delivery.id == job.delivery_id)
             .with_for_update(of=Delivery)
         ).first()
         if row is None:
             return Result("skipped", reason="no such delivery")
-        delivery, thread_status, thread_title = row
+        delivery, thread_status, thread_title, recipient, message, sender = row
         if job.publish != delivery.publish_count:
             return Result("skipped", reason="superseded by a later publish")
         if thread_status == CLOSED:
@@ -115,16 +122,16 @@ def _claim(engine: Engine, job: Job, now: datetime) -> _Claim | Result:
             delivery.notified_at or delivery.failed_at or delivery.acknowledged_at
         ):
             return Result("skipped", reason="already notified, failed or acknowledged")
-        recipient = session.get_one(Agent, delivery.recipient_id)
         if not recipient.webhook_url or not recipient.webhook_secret:
             return Result("skipped", reason="recipient has no webhook")
-        done = session.execute(
-            select(func.count(), func.count().filter(DeliveryAttempt.reason == "ok")).where(
-                DeliveryAttempt.delivery_id == delivery.id,
-                DeliveryAttempt.publish == job.publish,
-            )
+        this_publish = DeliveryAttempt.publish == job.publish
+        total, attempts_so_far, succeeded = session.execute(
+            select(
+                func.count(),
+                func.count().filter(this_publish),
+                func.count().filter(this_publish, DeliveryAttempt.reason == "ok"),
+            ).where(DeliveryAttempt.delivery_id == delivery.id)
         ).one()
-        attempts_so_far, succeeded = int(done[0]), int(done[1])
         if succeeded or attempts_so_far >= attempts_allowed(s):
             return Result("skipped", reason="this publish is finished")
         if delivery.claimed_until is not None and delivery.claimed_until > now:
@@ -135,11 +142,6 @@ def _claim(engine: Engine, job: Job, now: datetime) -> _Claim | Result:
             # A retry of this publish is scheduled later: this job is early (a duplicate).
             wait = (delivery.next_attempt_at - now).total_seconds()
             return Result("busy", countdown=wait, reason="retry scheduled later")
-        total = session.scalar(
-            select(func.count()).where(DeliveryAttempt.delivery_id == delivery.id)
-        )
-        message = session.get_one(Message, delivery.message_id)
-        sender = session.scalar(select(Agent.username).where(Agent.id == message.sender_id))
         delivery.claimed_until = now + timedelta(seconds=s.webhook_timeout_seconds + 30)
         delivery.next_attempt_at = None
         secrets = [recipient.webhook_secret]
@@ -157,7 +159,7 @@ def _claim(engine: Engine, job: Job, now: datetime) -> _Claim | Result:
             recipient=recipient.username,
             shown=s.summary_shown,
         )
-        return _Claim(recipient.webhook_url, secrets, payload, attempts_so_far, int(total or 0) + 1)
+        return _Claim(recipient.webhook_url, secrets, payload, int(attempts_so_far), int(total) + 1)
 
 
 def notification_body(
