@@ -11,8 +11,10 @@ from celery import Celery
 from kombu import Queue
 
 from inbots.config import get_settings
+from inbots.db.base import import_models
 from inbots.jobs import NOTIFY_QUEUE, RENOTIFY_TASK, RETRY_QUEUE, SWEEP_QUEUE, celery_config
 
+import_models()  # the tasks' queries join across every table
 settings = get_settings()
 app = Celery("inbots")
 app.conf.update(celery_config(settings))
