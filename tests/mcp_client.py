@@ -1,0 +1,518 @@
+"""MCP test clients and the scenarios both transports must pass.
+
+The clients are the official SDK's: over real Streamable HTTP (``{server}/mcp`` with an agent's
+key) and over stdio (a real ``inbots mcp`` subprocess). A scenario takes the workspace's operator
+(``Api``, plain HTTP, for setup and for reading receipts) and ``connect``, which opens one agent's
+MCP session by key, so ``test_mcp_http`` and ``test_mcp_stdio`` run the same checks.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+import httpx2
+from mcp import Client, StdioServerParameters
+from mcp.client.client import ConnectMode
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CallToolResult
+
+from tests.helpers import Api
+
+T = TypeVar("T")
+STAMPS = (
+    "accepted_at",
+    "notified_at",
+    "delivered_at",
+    "fetched_at",
+    "acknowledged_at",
+    "failed_at",
+    "stalled_at",
+)
+
+
+def run(scenario: Callable[[], Awaitable[T]]) -> T:
+    """Run an async scenario from a plain (sync) test."""
+    return anyio.run(scenario)
+
+
+def inbots_executable() -> str:
+    beside = Path(sys.executable).parent / "inbots"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("inbots")
+    assert found, "the inbots command is not installed"
+    return found
+
+
+class Tools:
+    """One agent's MCP session. ``call`` returns the raw result; ``ok`` insists on success and
+    returns the structured content; ``error`` insists on a tool error and returns
+    ``(code, text)``."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    async def call(self, name: str, **arguments: Any) -> CallToolResult:
+        return await self.client.call_tool(name, arguments)
+
+    async def ok(self, name: str, **arguments: Any) -> Any:
+        result = await self.call(name, **arguments)
+        assert not result.is_error, (name, text_of(result))
+        assert isinstance(result.structured_content, dict), result
+        assert text_of(result).strip(), "every result has a text rendering"
+        return result.structured_content
+
+    async def error(self, name: str, **arguments: Any) -> tuple[str, str]:
+        result = await self.call(name, **arguments)
+        assert result.is_error, (name, result.structured_content)
+        assert isinstance(result.structured_content, dict), result
+        error = result.structured_content["error"]
+        assert error["message"] == text_of(result)
+        return error["code"], text_of(result)
+
+
+Connect = Callable[[str], AbstractAsyncContextManager[Tools]]
+
+
+def text_of(result: CallToolResult) -> str:
+    return "\n".join(getattr(block, "text", "") for block in result.content)
+
+
+@asynccontextmanager
+async def over_http(base_url: str, key: str, mode: ConnectMode = "auto") -> AsyncIterator[Tools]:
+    """A session on ``{base_url}/mcp`` with ``Authorization: Bearer {key}``."""
+    http = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {key}"}, timeout=httpx2.Timeout(30.0, read=120.0)
+    )
+    transport = streamable_http_client(f"{base_url}/mcp", http_client=http)
+    async with http, Client(transport, mode=mode) as client:
+        yield Tools(client)
+
+
+@asynccontextmanager
+async def over_stdio(base_url: str, key: str) -> AsyncIterator[Tools]:
+    """A session with a real ``inbots mcp`` subprocess calling the HTTP API at ``base_url``."""
+    params = StdioServerParameters(
+        command=inbots_executable(),
+        args=["mcp"],
+        env={"INBOTS_URL": base_url, "INBOTS_API_KEY": key, "PYTHONUNBUFFERED": "1"},
+        cwd=os.getcwd(),
+    )
+    async with Client(params) as client:
+        yield Tools(client)
+
+
+def http_error(response: Any) -> tuple[str, str]:
+    """The HTTP API's ``(code, message)`` for a rejected call."""
+    assert response.status_code >= 400, (response.status_code, response.text)
+    error = response.json()["error"]
+    return error["code"], error["message"]
+
+
+def stamps_of(api: Api, delivery_id: str) -> tuple[str, set[str]]:
+    receipt = api.delivery(delivery_id)
+    return receipt["state"], {name for name in STAMPS if receipt[name] is not None}
+
+
+async def wait_until(probe: Callable[[], bool], limit: float = 10.0) -> None:
+    deadline = time.monotonic() + limit
+    while not probe():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await anyio.sleep(0.01)
+
+
+# Scenarios.
+
+
+async def exchange(api: Api, connect: Connect) -> None:
+    """Two agents: open a thread, send, check, read, reply, acknowledge, read the history."""
+    reviewer = api.agent("reviewer", "Reviews schema changes")
+    implementer = api.agent("implementer", "Writes migrations")
+    async with connect(reviewer.token) as r, connect(implementer.token) as i:
+        me = await r.ok("whoami")
+        assert me["username"] == "reviewer" and me["description"] == "Reviews schema changes"
+        assert me["webhook_url"] is None and me["unread"] == 0
+        directory = await r.ok("list_agents")
+        assert [a["username"] for a in directory["items"]] == ["implementer"]
+        assert directory["items"][0]["description"] == "Writes migrations"
+        assert (await r.ok("list_threads")) == {"items": []}
+
+        thread = await r.ok(
+            "open_thread",
+            title="Review the schema migration",
+            goal="Migration merged",
+            participants=["implementer"],
+        )
+        assert thread["status"] == "open" and thread["opened_by"] == "reviewer"
+        assert sorted(thread["participants"]) == ["implementer", "reviewer"]
+        listed = await i.ok("list_threads")
+        assert [t["id"] for t in listed["items"]] == [thread["id"]]
+
+        sent = await r.ok(
+            "send_message",
+            thread_id=thread["id"],
+            body="Please review PR 12",
+            kind="task",
+            summary="Review PR 12",
+        )
+        assert sent["duplicate"] is False
+        assert [(d["recipient"], d["state"]) for d in sent["deliveries"]] == [
+            ("implementer", "accepted")
+        ]
+        delivery_id = sent["deliveries"][0]["id"]
+
+        inbox = await i.ok("check_inbox")
+        (item,) = inbox["items"]
+        assert item["delivery_id"] == delivery_id
+        assert item["message_id"] == sent["message"]["id"] and item["thread_id"] == thread["id"]
+        assert item["sender"] == "reviewer" and item["kind"] == "task"
+        assert item["summary"] == "Review PR 12" and item["state"] == "delivered"
+        assert item["thread_title"] == "Review the schema migration"
+        assert (inbox["returned"], inbox["waiting"], inbox["more"]) == (1, 1, False)
+        assert stamps_of(api, delivery_id) == ("delivered", {"accepted_at", "delivered_at"})
+
+        read = await i.ok("read_message", id=item["message_id"])
+        assert read["message"]["body"] == "Please review PR 12"
+        assert read["delivery"]["id"] == delivery_id and read["delivery"]["state"] == "fetched"
+
+        reply = await i.ok(
+            "send_message",
+            thread_id=thread["id"],
+            body="Looks good, merged.",
+            kind="decision",
+            reply_to=item["message_id"],
+        )
+        acked = await i.ok("acknowledge", ids=[delivery_id], outcome="done", note="Reviewed")
+        assert acked == {"acknowledged": [delivery_id], "already": [], "not_found": []}
+        again = await i.ok("acknowledge", ids=[delivery_id])
+        assert again == {"acknowledged": [], "already": [delivery_id], "not_found": []}
+        assert (await i.ok("check_inbox"))["items"] == []
+
+        answer = await r.ok("check_inbox")
+        assert [x["message_id"] for x in answer["items"]] == [reply["message"]["id"]]
+        history = await r.ok("read_thread", thread_id=thread["id"])
+        assert [m["body"] for m in history["items"]] == [
+            "Please review PR 12",
+            "Looks good, merged.",
+        ]
+        assert history["items"][1]["reply_to"] == sent["message"]["id"]
+        assert history["next_cursor"] is None
+        await r.ok("acknowledge", ids=[reply["message"]["id"]], outcome="done")
+
+        closing = await r.ok("request_close", thread_id=thread["id"])
+        assert closing["status"] == "close_requested"
+
+    receipt = api.delivery(delivery_id)
+    assert receipt["state"] == "acknowledged"
+    assert (receipt["outcome"], receipt["note"]) == ("done", "Reviewed")
+    assert stamps_of(api, reply["deliveries"][0]["id"]) == (
+        "acknowledged",
+        {"accepted_at", "delivered_at", "fetched_at", "acknowledged_at"},
+    )
+    assert api.ok("GET", "/agents/implementer")["last_seen_at"] is not None
+
+
+async def send_message_errors(api: Api, connect: Connect) -> None:
+    """Every rejection of send_message is a tool error with the HTTP API's code and sentence,
+    and stores nothing."""
+    alice = api.agent("alice")
+    api.agent("bob")
+    thread = alice.open_thread("Main task", ["bob"])
+    other = alice.open_thread("Another task", ["bob"])
+    elsewhere = alice.send(other["id"], "in the other thread")["message"]["id"]
+    alone = alice.open_thread("Just me", [])
+    pending = alice.open_thread("Winding down", ["bob"])
+    alice.ok("POST", f"/threads/{pending['id']}/close-request", 202)
+    first = alice.send(thread["id"], "first", headers={"Idempotency-Key": "key-1"})
+
+    main = thread["id"]
+    cases: list[tuple[str, dict[str, Any], str]] = [
+        ("unknown thread", {"thread_id": "th_0000000000000000000000000", "body": "hi"}, ""),
+        ("thread not open", {"thread_id": pending["id"], "body": "hi"}, "thread_not_open"),
+        ("no recipients", {"thread_id": alone["id"], "body": "hi"}, "no_recipients"),
+        ("summary required", {"thread_id": main, "body": "x" * 201}, "summary_required"),
+        ("body too long", {"thread_id": main, "body": "y" * 10_001, "summary": "s"}, ""),
+        ("empty body", {"thread_id": main, "body": "   "}, ""),
+        ("bad kind", {"thread_id": main, "body": "hi", "kind": "shout"}, ""),
+        ("summary two lines", {"thread_id": main, "body": "hi", "summary": "a\nb"}, ""),
+        ("reply_to elsewhere", {"thread_id": main, "body": "hi", "reply_to": elsewhere}, ""),
+        ("reply_to unknown", {"thread_id": main, "body": "hi", "reply_to": "msg_nope"}, ""),
+        (
+            "idempotency key reused",
+            {"thread_id": main, "body": "second", "idempotency_key": "key-1"},
+            "idempotency_key_reused",
+        ),
+        ("bad idempotency key", {"thread_id": main, "body": "hi", "idempotency_key": "a b"}, ""),
+    ]
+    expected_codes = {
+        "unknown thread": "not_found",
+        "body too long": "validation_error",
+        "empty body": "validation_error",
+        "bad kind": "validation_error",
+        "summary two lines": "validation_error",
+        "reply_to elsewhere": "validation_error",
+        "reply_to unknown": "validation_error",
+        "bad idempotency key": "validation_error",
+    }
+    async with connect(alice.token) as a:
+        for name, args, code in cases:
+            body = {k: v for k, v in args.items() if k not in ("thread_id", "idempotency_key")}
+            headers = (
+                {"Idempotency-Key": args["idempotency_key"]} if "idempotency_key" in args else {}
+            )
+            over_http = http_error(
+                alice.post(f"/threads/{args['thread_id']}/messages", json=body, headers=headers)
+            )
+            assert over_http[0] == (code or expected_codes[name]), (name, over_http)
+            assert await a.error("send_message", **args) == over_http, name
+
+        # The same key with the same content is the original, not a second message.
+        again = await a.ok("send_message", thread_id=main, body="first", idempotency_key="key-1")
+        assert again["duplicate"] is True
+        assert again["message"]["id"] == first["message"]["id"]
+        assert [d["id"] for d in again["deliveries"]] == [d["id"] for d in first["deliveries"]]
+
+    history = alice.ok("GET", f"/threads/{main}/messages")["items"]
+    assert [m["body"] for m in history] == ["first"]  # no rejected send stored anything
+    assert alice.ok("GET", f"/threads/{alone['id']}/messages")["items"] == []
+    assert alice.ok("GET", f"/threads/{pending['id']}/messages")["items"] == []
+
+
+async def isolation(api: Api, connect: Connect) -> None:
+    """An agent outside a thread gets not found for its ids, through every tool, and the same
+    sentence as the HTTP API; nothing of the thread's receipts moves."""
+    alice = api.agent("alice")
+    bob = api.agent("bob")
+    eve = api.agent("eve")
+    thread = alice.open_thread("Private", ["bob"])
+    sent = alice.send(thread["id"], "for bob only", kind="task")
+    message_id, delivery_id = sent["message"]["id"], sent["deliveries"][0]["id"]
+    tid = thread["id"]
+
+    async with connect(eve.token) as e:
+        assert (await e.ok("list_threads"))["items"] == []
+        assert (await e.ok("check_inbox"))["items"] == []
+        for ident in (message_id, delivery_id):
+            expected = http_error(eve.get(f"/messages/{ident}"))
+            assert expected[0] == "not_found"
+            assert await e.error("read_message", id=ident) == expected
+        expected = http_error(eve.get(f"/threads/{tid}/messages"))
+        assert await e.error("read_thread", thread_id=tid) == expected
+        expected = http_error(eve.post(f"/threads/{tid}/messages", json={"body": "hi"}))
+        assert await e.error("send_message", thread_id=tid, body="hi") == expected
+        expected = http_error(eve.post(f"/threads/{tid}/participants", json={"username": "eve"}))
+        assert await e.error("add_participant", thread_id=tid, username="eve") == expected
+        expected = http_error(eve.post(f"/threads/{tid}/close-request"))
+        assert await e.error("request_close", thread_id=tid) == expected
+        acked = await e.ok("acknowledge", ids=[delivery_id, message_id], outcome="done")
+        assert acked == {"acknowledged": [], "already": [], "not_found": [delivery_id, message_id]}
+        # The answer for a real foreign id reads exactly like the one for a made-up id.
+        made_up = "th_" + "0" * (len(tid) - 3)
+        _, foreign = await e.error("read_thread", thread_id=tid)
+        _, invented = await e.error("read_thread", thread_id=made_up)
+        assert foreign.replace(tid, "ID") == invented.replace(made_up, "ID")
+
+    assert stamps_of(api, delivery_id) == ("accepted", {"accepted_at"})
+    assert bob.inbox()["waiting"] == 1
+
+
+async def more_waiting(api: Api, connect: Connect) -> None:
+    """check_inbox lists at most ``limit`` and says in words how many more are waiting."""
+    sender = api.agent("sender")
+    reader = api.agent("reader")
+    thread = sender.open_thread("Many things", ["reader"])
+    sent = [sender.send(thread["id"], f"item {n}")["deliveries"][0]["id"] for n in range(5)]
+
+    async with connect(reader.token) as r:
+        result = await r.call("check_inbox", limit=2)
+        inbox = result.structured_content
+        assert inbox is not None and not result.is_error
+        assert [i["delivery_id"] for i in inbox["items"]] == sent[:2]
+        assert (inbox["returned"], inbox["waiting"], inbox["more"]) == (2, 5, True)
+        sentence = "3 more messages are waiting; call check_inbox again after acknowledging these."
+        assert inbox["notice"] == sentence
+        assert sentence in text_of(result)
+
+        again = await r.ok("check_inbox", limit=2)  # listing marks nothing: the same two
+        assert [i["delivery_id"] for i in again["items"]] == sent[:2]
+        await r.ok("acknowledge", ids=sent[:2], outcome="done")
+        page = await r.ok("check_inbox", limit=2)
+        assert [i["delivery_id"] for i in page["items"]] == sent[2:4]
+        assert page["notice"] == (
+            "1 more message is waiting; call check_inbox again after acknowledging these."
+        )
+        await r.ok("acknowledge", ids=sent[2:4], outcome="declined", note="not mine")
+        last = await r.ok("check_inbox")
+        assert [i["delivery_id"] for i in last["items"]] == sent[4:]
+        assert (last["more"], last["notice"]) == (False, "That is everything waiting for you.")
+        await r.ok("acknowledge", ids=sent[4:])
+        empty = await r.call("check_inbox")
+        assert empty.structured_content == {
+            "items": [],
+            "returned": 0,
+            "waiting": 0,
+            "more": False,
+            "notice": "Your inbox is empty: no unacknowledged mail.",
+        }
+        assert text_of(empty) == "Your inbox is empty: no unacknowledged mail."
+
+    for delivery_id in sent:  # listing stamped delivered, never fetched
+        state, stamps = stamps_of(api, delivery_id)
+        assert state == "acknowledged" and "fetched_at" not in stamps
+
+
+async def default_limit(api: Api, connect: Connect) -> None:
+    """Without a limit, or with one outside 1–50, check_inbox lists 20."""
+    sender = api.agent("sender")
+    reader = api.agent("reader")
+    thread = sender.open_thread("A pile", ["reader"])
+    for n in range(22):
+        sender.send(thread["id"], f"item {n}")
+    async with connect(reader.token) as r:
+        for limit in (None, 0, 51, 500):
+            args = {} if limit is None else {"limit": limit}
+            inbox = await r.ok("check_inbox", **args)
+            assert (inbox["returned"], inbox["waiting"], inbox["more"]) == (20, 22, True), limit
+            assert inbox["notice"].startswith("2 more messages are waiting")
+        assert (await r.ok("check_inbox", limit=50))["returned"] == 22
+
+
+async def wait_wakes_on_send(api: Api, connect: Connect, listening: Callable[[], bool]) -> float:
+    """wait_for_mail answers within a second of a send; returns how long after it did.
+    ``listening`` says when the wait is surely in place (the server's hub has a listener)."""
+    sender = api.agent("sender")
+    reader = api.agent("reader")
+    thread = sender.open_thread("Watch the build", ["reader"])
+    outcome: dict[str, Any] = {}
+
+    async with connect(reader.token) as r:
+
+        async def wait() -> None:
+            outcome["result"] = await r.ok("wait_for_mail", timeout_seconds=20)
+            outcome["at"] = time.monotonic()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            await wait_until(listening)
+            await anyio.sleep(0.2)
+            assert "result" not in outcome, "the wait returned before any mail was sent"
+            send_started = time.monotonic()
+            sent = await anyio.to_thread.run_sync(
+                lambda: sender.send(thread["id"], "build is green", kind="update")
+            )
+
+    woke_after = outcome["at"] - send_started
+    assert woke_after < 1.0, woke_after
+    inbox = outcome["result"]
+    (item,) = inbox["items"]
+    assert item["message_id"] == sent["message"]["id"] and item["state"] == "delivered"
+    assert (inbox["returned"], inbox["waiting"], inbox["more"]) == (1, 1, False)
+    assert inbox["notice"] == "That is everything waiting for you."
+    return woke_after
+
+
+async def wait_times_out(api: Api, connect: Connect) -> None:
+    reader = api.agent("reader")
+    async with connect(reader.token) as r:
+        started = time.monotonic()
+        inbox = await r.ok("wait_for_mail", timeout_seconds=1)
+        elapsed = time.monotonic() - started
+    assert 0.9 <= elapsed < 4.0, elapsed
+    assert inbox["items"] == [] and inbox["waiting"] == 0
+    assert inbox["notice"] == "Your inbox is empty: no unacknowledged mail."
+
+
+async def same_stamps_as_http(api: Api, connect: Connect) -> None:
+    """One message, two recipients: bob takes each step over HTTP, carol the same step through
+    the tools; after every step their receipts carry the same stamps."""
+    alice = api.agent("alice")
+    bob = api.agent("bob")
+    carol = api.agent("carol")
+    thread = alice.open_thread("Stamps", ["bob", "carol"])
+    sent = alice.send(thread["id"], "first", kind="task")
+    by = {d["recipient"]: d["id"] for d in sent["deliveries"]}
+    message_id = sent["message"]["id"]
+
+    def same(step: str, expected: str) -> None:
+        over_http, over_mcp = stamps_of(api, by["bob"]), stamps_of(api, by["carol"])
+        assert over_http == over_mcp, (step, over_http, over_mcp)
+        assert over_http[0] == expected, (step, over_http)
+
+    same("sent", "accepted")
+    async with connect(carol.token) as c:
+        listed_http = bob.inbox()
+        listed_mcp = await c.ok("check_inbox")
+        assert [set(i) for i in listed_http["items"]] == [set(i) for i in listed_mcp["items"]]
+        same("listed", "delivered")
+
+        read_http = bob.ok("GET", f"/messages/{message_id}")
+        read_mcp = await c.ok("read_message", id=message_id)
+        assert read_http["message"] == read_mcp["message"]
+        assert set(read_http["delivery"]) == set(read_mcp["delivery"])
+        same("read", "fetched")
+
+        ack = {"outcome": "declined", "note": "Out of scope for me"}
+        bob.ok("POST", "/acks", json={"ids": [by["bob"]], **ack})
+        await c.ok("acknowledge", ids=[by["carol"]], **ack)
+        same("acknowledged", "acknowledged")
+        for name in ("bob", "carol"):
+            receipt = api.delivery(by[name])
+            assert (receipt["outcome"], receipt["note"]) == ("declined", "Out of scope for me")
+
+        # The long-poll stamps delivered; reading the history stamps fetched.
+        second = alice.send(thread["id"], "second")
+        by = {d["recipient"]: d["id"] for d in second["deliveries"]}
+        waited_http = bob.ok("GET", "/inbox/wait", params={"timeout": "5"})
+        waited_mcp = await c.ok("wait_for_mail", timeout_seconds=5)
+        assert [i["delivery_id"] for i in waited_http["items"]] == [by["bob"]]
+        assert [i["delivery_id"] for i in waited_mcp["items"]] == [by["carol"]]
+        same("waited", "delivered")
+        history_http = bob.ok("GET", f"/threads/{thread['id']}/messages")
+        history_mcp = await c.ok("read_thread", thread_id=thread["id"])
+        assert history_http == history_mcp
+        same("history", "fetched")
+
+
+async def other_workspace_sees_nothing(api: Api, other_api: Api, connect: Connect) -> None:
+    """An agent of a second workspace sees nothing of the first through any tool."""
+    alice = api.agent("alice")
+    api.agent("bob")
+    thread = alice.open_thread("First workspace only", ["bob"])
+    sent = alice.send(thread["id"], "secret plans", kind="task")
+    message_id, delivery_id = sent["message"]["id"], sent["deliveries"][0]["id"]
+    tid = thread["id"]
+    mallory = other_api.agent("mallory")
+
+    async with connect(mallory.token) as m:
+        assert (await m.ok("whoami"))["username"] == "mallory"
+        assert (await m.ok("list_agents"))["items"] == []
+        assert (await m.ok("list_agents", query="bob"))["items"] == []
+        assert (await m.ok("list_threads"))["items"] == []
+        assert (await m.ok("check_inbox"))["items"] == []
+        waited = await m.ok("wait_for_mail", timeout_seconds=1)
+        assert waited["items"] == [] and waited["waiting"] == 0
+        code, _ = await m.error("open_thread", title="Reach over", participants=["bob"])
+        assert code == "validation_error"  # no such username here
+        for tool, args in (
+            ("read_thread", {"thread_id": tid}),
+            ("send_message", {"thread_id": tid, "body": "hello?"}),
+            ("add_participant", {"thread_id": tid, "username": "mallory"}),
+            ("request_close", {"thread_id": tid}),
+            ("read_message", {"id": message_id}),
+            ("read_message", {"id": delivery_id}),
+        ):
+            code, text = await m.error(tool, **args)
+            assert code == "not_found" and "was found" in text, (tool, text)
+        acked = await m.ok("acknowledge", ids=[delivery_id, message_id])
+        assert acked["not_found"] == [delivery_id, message_id]
+
+    assert stamps_of(api, delivery_id) == ("accepted", {"accepted_at"})

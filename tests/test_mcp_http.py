@@ -1,0 +1,493 @@
+"""The agent tools over Streamable HTTP at ``/mcp``: the official SDK client against the real test
+server (and once against a real ``inbots serve`` process), on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp import MCPError
+
+from inbots.db.engine import Database
+from tests.conftest import ServerThread, free_port
+from tests.helpers import Api
+from tests.mcp_client import (
+    Connect,
+    Tools,
+    default_limit,
+    exchange,
+    http_error,
+    inbots_executable,
+    isolation,
+    more_waiting,
+    other_workspace_sees_nothing,
+    over_http,
+    run,
+    same_stamps_as_http,
+    send_message_errors,
+    text_of,
+    wait_times_out,
+    wait_wakes_on_send,
+)
+
+TOOLS = [
+    "whoami",
+    "list_agents",
+    "list_threads",
+    "open_thread",
+    "add_participant",
+    "send_message",
+    "check_inbox",
+    "read_message",
+    "read_thread",
+    "acknowledge",
+    "wait_for_mail",
+    "request_close",
+]
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"},
+    },
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+
+
+@pytest.fixture
+def connect(server: ServerThread) -> Connect:
+    return lambda key: over_http(server.url, key)
+
+
+def listening(server: ServerThread) -> int:
+    return int(server.app.state.hooks.wakeups.listening())
+
+
+# The scenarios both transports pass.
+
+
+def test_two_agents_exchange_through_the_tools(api: Api, connect: Connect) -> None:
+    run(lambda: exchange(api, connect))
+
+
+def test_send_message_errors_carry_the_http_code_and_sentence(api: Api, connect: Connect) -> None:
+    run(lambda: send_message_errors(api, connect))
+
+
+def test_outsider_gets_not_found_through_every_tool(api: Api, connect: Connect) -> None:
+    run(lambda: isolation(api, connect))
+
+
+def test_check_inbox_says_how_many_more_are_waiting(api: Api, connect: Connect) -> None:
+    run(lambda: more_waiting(api, connect))
+
+
+def test_check_inbox_lists_20_without_a_valid_limit(api: Api, connect: Connect) -> None:
+    run(lambda: default_limit(api, connect))
+
+
+def test_wait_for_mail_wakes_within_a_second_of_a_send(
+    api: Api, connect: Connect, server: ServerThread
+) -> None:
+    run(lambda: wait_wakes_on_send(api, connect, lambda: listening(server) >= 1))
+    assert listening(server) == 0
+
+
+def test_wait_for_mail_returns_empty_at_its_timeout(api: Api, connect: Connect) -> None:
+    run(lambda: wait_times_out(api, connect))
+
+
+def test_tools_set_the_same_stamps_as_http(api: Api, connect: Connect) -> None:
+    run(lambda: same_stamps_as_http(api, connect))
+
+
+def test_second_workspace_agent_sees_nothing_of_the_first(
+    api: Api, other_api: Api, connect: Connect
+) -> None:
+    run(lambda: other_workspace_sees_nothing(api, other_api, connect))
+
+
+# Authentication happens at the HTTP layer, before any tool.
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [None, "Bearer", "Basic YWxhZGRpbjpvcGVuc2VzYW1l", "Bearer nope", "Bearer agt_" + "x" * 43],
+)
+def test_missing_or_bad_key_is_401_before_any_tool(
+    api: Api, server: ServerThread, authorization: str | None
+) -> None:
+    headers = dict(MCP_HEADERS)
+    if authorization is not None:
+        headers["Authorization"] = authorization
+    response = httpx.post(f"{server.url}/mcp", json=INITIALIZE, headers=headers)
+
+    assert response.status_code == 401, response.text
+    assert response.headers["www-authenticate"] == "Bearer"
+    assert response.json()["error"]["code"] == "unauthorized"
+    # The same sentence the HTTP API gives for the same header.
+    same = httpx.get(f"{server.url}/v1/me", headers=headers)
+    assert http_error(response) == http_error(same)
+
+
+def test_archived_agent_key_is_401(api: Api, server: ServerThread) -> None:
+    gone = api.agent("gone")
+    api.ok("POST", "/agents/gone/archive")
+    headers = {**MCP_HEADERS, **gone.headers}
+    response = httpx.post(f"{server.url}/mcp", json=INITIALIZE, headers=headers)
+
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == "Bearer"
+
+
+def test_operator_token_is_refused_with_403(api: Api, server: ServerThread) -> None:
+    headers = {**MCP_HEADERS, **api.headers}
+    response = httpx.post(f"{server.url}/mcp", json=INITIALIZE, headers=headers)
+
+    assert response.status_code == 403
+    assert response.json()["error"] == {
+        "code": "forbidden",
+        "message": "The MCP tools are for agents: connect with an agent key (agt_…), not the "
+        "operator token.",
+    }
+
+
+def test_bad_key_is_refused_before_a_tool_call_is_read(api: Api, server: ServerThread) -> None:
+    owner = api.agent("owner")
+    call = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "whoami", "arguments": {}},
+    }
+    good = httpx.post(
+        f"{server.url}/mcp",
+        json=call,
+        headers={**MCP_HEADERS, **owner.headers, "MCP-Protocol-Version": "2025-06-18"},
+    )
+    assert good.status_code == 200, good.text
+    assert good.json()["result"]["structuredContent"]["username"] == "owner"
+
+    bad = httpx.post(f"{server.url}/mcp", content=b"{not json", headers=MCP_HEADERS)
+    assert bad.status_code == 401  # not a parse error: auth comes first
+
+
+def test_get_and_delete_are_405_once_authenticated(api: Api, server: ServerThread) -> None:
+    agent = api.agent("prober")
+    for method in ("GET", "DELETE"):
+        anonymous = httpx.request(method, f"{server.url}/mcp", headers=MCP_HEADERS)
+        assert anonymous.status_code == 401
+        response = httpx.request(method, f"{server.url}/mcp", headers=agent.headers, timeout=5)
+        assert response.status_code == 405, response.text
+        assert response.headers["allow"] == "POST"
+
+
+def test_sdk_client_with_a_bad_key_cannot_connect(api: Api, server: ServerThread) -> None:
+    async def scenario() -> None:
+        with pytest.raises(BaseExceptionGroup) as raised:
+            async with over_http(server.url, "agt_" + "x" * 43) as tools:
+                await tools.call("whoami")
+        assert raised.group_contains(MCPError)  # the 401 itself is checked on the wire above
+
+    run(scenario)
+
+
+def test_every_call_stamps_the_agent_active(api: Api, connect: Connect) -> None:
+    api.agent("fresh")
+    fresh = api.agent("quiet")
+    assert api.ok("GET", "/agents/quiet")["last_seen_at"] is None
+
+    async def scenario() -> None:
+        async with connect(fresh.token) as tools:
+            assert (await tools.ok("whoami"))["active"] is True
+
+    run(scenario)
+    assert api.ok("GET", "/agents/quiet")["active"] is True
+
+
+# The tool surface.
+
+
+def test_tools_are_listed_for_a_model_that_never_saw_inbots(api: Api, connect: Connect) -> None:
+    agent = api.agent("newcomer")
+
+    async def scenario() -> None:
+        async with connect(agent.token) as tools:
+            listed = (await tools.client.list_tools()).tools
+            assert [t.name for t in listed] == TOOLS
+            assert tools.client.instructions and "check_inbox" in tools.client.instructions
+            by_name = {t.name: t for t in listed}
+            for tool in listed:
+                assert tool.description and len(tool.description) > 150, tool.name
+                assert tool.input_schema["type"] == "object", tool.name
+                assert tool.input_schema["additionalProperties"] is False, tool.name
+                assert tool.output_schema and tool.output_schema["type"] == "object", tool.name
+                assert "caller" not in str(tool.input_schema) and "agent_id" not in str(
+                    tool.input_schema
+                ), tool.name
+            described = {name: t.description or "" for name, t in by_name.items()}
+            assert "marks nothing read" in described["check_inbox"]
+            assert "how many more are waiting" in described["check_inbox"]
+            assert "list_threads" in described["open_thread"]
+            assert "ONE new task" in described["open_thread"]
+            assert "decline" in described["acknowledge"]
+            assert "needs an acknowledgement" in described["acknowledge"]
+            assert "not an acknowledgement" in described["read_message"]
+            assert "summary" in described["send_message"] and "200" in described["send_message"]
+            assert (
+                "1 to 50" in described["check_inbox"] and "default 20" in described["check_inbox"]
+            )
+            limit = by_name["check_inbox"].input_schema["properties"]["limit"]
+            assert (limit["minimum"], limit["maximum"]) == (1, 50)
+            timeout = by_name["wait_for_mail"].input_schema["properties"]["timeout_seconds"]
+            assert (timeout["minimum"], timeout["maximum"]) == (1, 60)
+            assert by_name["list_threads"].annotations
+            assert by_name["list_threads"].annotations.read_only_hint is True
+            inbox_schema = by_name["check_inbox"].output_schema or {}
+            assert set(inbox_schema["properties"]) == {
+                "items",
+                "returned",
+                "waiting",
+                "more",
+                "notice",
+            }
+
+    run(scenario)
+
+
+def test_handshake_era_clients_get_the_same_tools(api: Api, server: ServerThread) -> None:
+    """Harnesses that still speak the initialize handshake (2025 protocol versions)."""
+    agent = api.agent("classic")
+
+    async def scenario() -> None:
+        async with over_http(server.url, agent.token, mode="legacy") as tools:
+            assert tools.client.protocol_version.startswith("2025-")
+            assert [t.name for t in (await tools.client.list_tools()).tools] == TOOLS
+            assert (await tools.ok("whoami"))["username"] == "classic"
+            code, text = await tools.error("read_message", id="msg_nope")
+            assert (code, text) == ("not_found", "No message with id 'msg_nope' was found.")
+
+    run(scenario)
+
+
+def test_bad_arguments_are_tool_errors_and_the_session_goes_on(api: Api, connect: Connect) -> None:
+    alice = api.agent("alice")
+    api.agent("bob")
+    thread = alice.open_thread("Arguments", ["bob"])
+
+    async def scenario() -> None:
+        async with connect(alice.token) as tools:
+            tid = thread["id"]
+            expectations: list[tuple[str, dict[str, Any], str]] = [
+                ("send_message", {"thread_id": tid, "body": 123}, "body: input should be a "),
+                ("send_message", {"thread_id": tid}, "body is required."),
+                ("send_message", {"body": "hi"}, "thread_id is required."),
+                ("send_message", {"thread_id": tid, "body": "a\x00b"}, "body: value error"),
+                (
+                    "send_message",
+                    {"thread_id": tid, "body": "hi", "to": "bob"},
+                    "send_message has no ",
+                ),
+                ("check_inbox", {"limit": "many"}, "limit: input should be a valid integer"),
+                ("acknowledge", {"ids": "dlv_1"}, "ids: input should be a valid list."),
+                ("acknowledge", {"ids": []}, "ids must hold 1 to 100 ids (got 0)."),
+                ("acknowledge", {"ids": ["x"], "outcome": "meh"}, "outcome must be 'done' or "),
+                ("open_thread", {"title": "", "participants": []}, "title must be a non-empty"),
+                ("open_thread", {"title": "T", "participants": ["NOPE!"]}, "participants must "),
+                ("wait_for_mail", {"timeout_seconds": "soon"}, "timeout_seconds: input should"),
+                ("read_thread", {"thread_id": tid, "since": "yesterday"}, "since must be a "),
+                ("no_such_tool", {}, "There is no tool 'no_such_tool'"),
+            ]
+            for name, arguments, expected in expectations:
+                result = await tools.call(name, **arguments)
+                assert result.is_error, (name, arguments)
+                assert text_of(result).startswith(expected), (name, text_of(result))
+            # A list sent as a JSON string, as some harnesses do, is read as the list.
+            acked = await tools.ok("acknowledge", ids='["dlv_unknown"]')
+            assert acked["not_found"] == ["dlv_unknown"]
+            assert (await tools.ok("whoami"))["username"] == "alice"
+
+    run(scenario)
+
+
+def test_an_added_participant_reads_the_history(api: Api, connect: Connect) -> None:
+    alice = api.agent("alice")
+    api.agent("bob")
+    carol = api.agent("carol")
+    thread = alice.open_thread("Handoff", ["bob"])
+    first = alice.send(thread["id"], "context one")
+    alice.send(thread["id"], "context two")
+
+    async def scenario() -> None:
+        async with connect(alice.token) as a, connect(carol.token) as c:
+            code, _ = await c.error("read_thread", thread_id=thread["id"])
+            assert code == "not_found"
+            added = await a.ok("add_participant", thread_id=thread["id"], username="carol")
+            assert added["participants"] == ["alice", "bob", "carol"]
+            again = await a.ok("add_participant", thread_id=thread["id"], username="carol")
+            assert again["participants"] == added["participants"]
+            history = await c.ok("read_thread", thread_id=thread["id"], limit=1)
+            assert [m["body"] for m in history["items"]] == ["context one"]
+            assert history["next_cursor"]
+            rest = await c.ok("read_thread", thread_id=thread["id"], cursor=history["next_cursor"])
+            assert [m["body"] for m in rest["items"]] == ["context two"]
+            result = await c.call("read_message", id=first["message"]["id"])
+            assert result.structured_content and result.structured_content["delivery"] is None
+            assert "No copy of it is addressed to you" in text_of(result)
+            assert (await c.ok("check_inbox"))["items"] == []
+
+    run(scenario)
+
+
+def test_only_the_opener_may_request_close(api: Api, connect: Connect) -> None:
+    alice = api.agent("alice")
+    bob = api.agent("bob")
+    thread = alice.open_thread("Closing time", ["bob"])
+
+    async def scenario() -> None:
+        async with connect(alice.token) as a, connect(bob.token) as b:
+            expected = http_error(bob.post(f"/threads/{thread['id']}/close-request"))
+            assert expected[0] == "forbidden"
+            assert await b.error("request_close", thread_id=thread["id"]) == expected
+            requested = await a.ok("request_close", thread_id=thread["id"])
+            assert requested["status"] == "close_requested"
+            code, _ = await b.error("send_message", thread_id=thread["id"], body="one more")
+            assert code == "thread_not_open"
+            assert (await a.ok("request_close", thread_id=thread["id"]))["status"] == (
+                "close_requested"
+            )
+
+    run(scenario)
+
+
+WAITERS = 45  # more than the database pool (2 + 2 overflow) and AnyIO's 40 worker threads
+
+
+@pytest.mark.parametrize("settings_overrides", [{"db_pool_size": 2}])
+def test_many_waits_hold_no_database_connection_or_worker_thread(
+    api: Api, server: ServerThread, database: Database
+) -> None:
+    waiters = [api.agent(f"waiter-{n:02d}") for n in range(WAITERS)]
+    bystander = api.agent("bystander")
+    everyone = api.open_thread("Everyone", [w.name for w in waiters])
+    results: list[Any] = []
+
+    async def wait(key: str) -> None:
+        async with over_http(server.url, key) as tools:
+            results.append(await tools.ok("wait_for_mail", timeout_seconds=30))
+
+    async def scenario() -> float:
+        async with anyio.create_task_group() as tg:
+            for waiter in waiters:
+                tg.start_soon(wait, waiter.token)
+            deadline = time.monotonic() + 30
+            while listening(server) < WAITERS:
+                assert time.monotonic() < deadline, f"{listening(server)} of {WAITERS} waiting"
+                await anyio.sleep(0.02)
+            await anyio.sleep(0.2)
+            assert database.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+            async with over_http(server.url, bystander.token) as tools:
+                started = time.monotonic()
+                assert (await tools.ok("whoami"))["username"] == "bystander"
+                assert time.monotonic() - started < 2.0
+            assert results == [], "a wait returned before its mail arrived"
+            sent_at = time.monotonic()
+            await anyio.to_thread.run_sync(lambda: api.send(everyone["id"], "wake up, all"))
+        return time.monotonic() - sent_at
+
+    woke_after = run(scenario)
+    assert woke_after < 5.0, woke_after
+    assert len(results) == WAITERS
+    assert all(r["returned"] == 1 and r["items"][0]["sender"] == "operator" for r in results)
+    assert listening(server) == 0
+
+
+# A real `inbots serve`.
+
+
+@pytest.fixture
+def served(db_url: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """``inbots serve`` on a free port of the test database; yields its URL and operator token."""
+    token = "ops_" + "M" * 43
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INBOTS_")}
+    env.update(
+        HOME=str(tmp_path),
+        XDG_DATA_HOME=str(tmp_path / "data"),
+        PYTHONUNBUFFERED="1",
+        INBOTS_DATABASE_URL=db_url,
+        INBOTS_PORT=str(port),
+        INBOTS_OPERATOR_TOKEN=token,
+        INBOTS_LOG_LEVEL="WARNING",
+    )
+    url = f"http://127.0.0.1:{port}"
+    with (tmp_path / "serve.log").open("w") as log:
+        process = subprocess.Popen(
+            [inbots_executable(), "serve"], env=env, cwd=tmp_path, stdout=log, stderr=log
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                assert process.poll() is None, (tmp_path / "serve.log").read_text()
+                try:
+                    if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert time.monotonic() < deadline, "inbots serve did not start"
+                time.sleep(0.1)
+            yield url, token
+        finally:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def test_the_tools_on_a_real_inbots_serve(served: tuple[str, str]) -> None:
+    url, token = served
+
+    def connect(key: str) -> Any:
+        return over_http(url, key)
+
+    with Api(url, token) as api:
+        run(lambda: exchange(api, connect))
+        sender = api.agent("sender")
+        reader = api.agent("reader")
+        thread = sender.open_thread("Across processes", ["reader"])
+
+        async def scenario() -> None:
+            async with over_http(url, reader.token) as tools:
+                await wake_on(tools, sender, thread["id"])
+
+        run(scenario)
+
+
+async def wake_on(tools: Tools, sender: Any, thread_id: str) -> None:
+    got: dict[str, Any] = {}
+
+    async def wait() -> None:
+        got["inbox"] = await tools.ok("wait_for_mail", timeout_seconds=20)
+        got["at"] = time.monotonic()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(wait)
+        await anyio.sleep(1.0)  # no view into that process's hub: give the wait time to start
+        assert not got
+        sent_at = time.monotonic()
+        await anyio.to_thread.run_sync(lambda: sender.send(thread_id, "you there?"))
+    assert got["at"] - sent_at < 1.0
+    assert [i["summary"] for i in got["inbox"]["items"]] == ["you there?"]

@@ -1,0 +1,192 @@
+"""The agent tools over stdio: the official SDK's stdio client driving a real ``inbots mcp``
+subprocess, which calls the HTTP API of the test server. Same scenarios as over ``/mcp``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ServerThread, free_port
+from tests.helpers import Api
+from tests.mcp_client import (
+    Connect,
+    default_limit,
+    exchange,
+    inbots_executable,
+    isolation,
+    more_waiting,
+    other_workspace_sees_nothing,
+    over_http,
+    over_stdio,
+    run,
+    same_stamps_as_http,
+    send_message_errors,
+    wait_times_out,
+    wait_wakes_on_send,
+)
+
+
+@pytest.fixture
+def connect(server: ServerThread) -> Connect:
+    return lambda key: over_stdio(server.url, key)
+
+
+def listening(server: ServerThread) -> int:
+    return int(server.app.state.hooks.wakeups.listening())
+
+
+def test_two_agents_exchange_through_the_tools(api: Api, connect: Connect) -> None:
+    run(lambda: exchange(api, connect))
+
+
+def test_send_message_errors_carry_the_http_code_and_sentence(api: Api, connect: Connect) -> None:
+    run(lambda: send_message_errors(api, connect))
+
+
+def test_outsider_gets_not_found_through_every_tool(api: Api, connect: Connect) -> None:
+    run(lambda: isolation(api, connect))
+
+
+def test_check_inbox_says_how_many_more_are_waiting(api: Api, connect: Connect) -> None:
+    run(lambda: more_waiting(api, connect))
+
+
+def test_check_inbox_lists_20_without_a_valid_limit(api: Api, connect: Connect) -> None:
+    run(lambda: default_limit(api, connect))
+
+
+def test_wait_for_mail_wakes_within_a_second_of_a_send(
+    api: Api, connect: Connect, server: ServerThread
+) -> None:
+    run(lambda: wait_wakes_on_send(api, connect, lambda: listening(server) >= 1))
+
+
+def test_wait_for_mail_returns_empty_at_its_timeout(api: Api, connect: Connect) -> None:
+    run(lambda: wait_times_out(api, connect))
+
+
+def test_tools_set_the_same_stamps_as_http(api: Api, connect: Connect) -> None:
+    run(lambda: same_stamps_as_http(api, connect))
+
+
+def test_second_workspace_agent_sees_nothing_of_the_first(
+    api: Api, other_api: Api, connect: Connect
+) -> None:
+    run(lambda: other_workspace_sees_nothing(api, other_api, connect))
+
+
+def test_stdio_serves_exactly_the_tools_of_the_http_endpoint(
+    api: Api, server: ServerThread
+) -> None:
+    agent = api.agent("twin")
+
+    async def scenario() -> None:
+        async with (
+            over_stdio(server.url, agent.token) as local,
+            over_http(server.url, agent.token) as remote,
+        ):
+            over_stdio_tools = (await local.client.list_tools()).tools
+            over_http_tools = (await remote.client.list_tools()).tools
+            assert [t.model_dump() for t in over_stdio_tools] == [
+                t.model_dump() for t in over_http_tools
+            ]
+            assert local.client.instructions == remote.client.instructions
+            over_stdio_me, over_http_me = await local.ok("whoami"), await remote.ok("whoami")
+            assert set(over_stdio_me) == set(over_http_me)
+            for seen in (over_stdio_me, over_http_me):  # each call stamps it anew
+                seen.pop("last_seen_at")
+            assert over_stdio_me == over_http_me
+
+    run(scenario)
+
+
+def test_stdio_with_an_unknown_key_answers_the_http_sentence(
+    api: Api, server: ServerThread
+) -> None:
+    async def scenario() -> None:
+        async with over_stdio(server.url, "agt_" + "x" * 43) as tools:
+            code, text = await tools.error("whoami")
+            assert code == "unauthorized"
+            assert text == (
+                "The bearer token is missing, malformed, unknown or belongs to an archived agent."
+            )
+            assert (await tools.error("check_inbox"))[0] == "unauthorized"
+
+    run(scenario)
+
+
+def test_stdio_without_a_server_answers_tool_errors_and_goes_on() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+
+    async def scenario() -> None:
+        async with over_stdio(url, "agt_" + "x" * 43) as tools:
+            for _ in range(2):
+                code, text = await tools.error("check_inbox")
+                assert code == "error"
+                assert text.startswith(f"Could not reach Inbots at {url} ("), text
+            assert len((await tools.client.list_tools()).tools) == 12
+
+    run(scenario)
+
+
+def test_stdio_bad_ids_answer_not_found_without_reaching_elsewhere(
+    api: Api, server: ServerThread
+) -> None:
+    """Ids go into URL paths: an id that could change the path names nothing."""
+    agent = api.agent("prober")
+
+    async def scenario() -> None:
+        async with (
+            over_stdio(server.url, agent.token) as tools,
+            over_http(server.url, agent.token) as direct,
+        ):
+            for ident in ("../me", "th_1/participants", "", "a b", "th_?x=1"):
+                expected = await direct.error("read_thread", thread_id=ident)
+                assert await tools.error("read_thread", thread_id=ident) == expected, ident
+                expected = await direct.error("read_message", id=ident)
+                assert await tools.error("read_message", id=ident) == expected, ident
+
+    run(scenario)
+
+
+def mcp_command(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("INBOTS_")}
+    clean.update(env)
+    return subprocess.run(
+        [inbots_executable(), "mcp"],
+        env=clean,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"INBOTS_API_KEY": "agt_" + "k" * 43}, "INBOTS_URL is not set"),
+        ({"INBOTS_URL": "http://127.0.0.1:8000"}, "INBOTS_API_KEY is not set"),
+        (
+            {"INBOTS_URL": "127.0.0.1:8000", "INBOTS_API_KEY": "agt_" + "k" * 43},
+            "INBOTS_URL must start with http:// or https://",
+        ),
+        (
+            {"INBOTS_URL": "http://127.0.0.1:8000", "INBOTS_API_KEY": "ops_" + "k" * 43},
+            "INBOTS_API_KEY must be an agent key (agt_…); the operator token is not an agent.",
+        ),
+    ],
+)
+def test_inbots_mcp_without_its_settings_fails_with_one_line(
+    tmp_path: Path, env: dict[str, str], message: str
+) -> None:
+    done = mcp_command(tmp_path, **env)
+
+    assert done.returncode == 2
+    assert done.stdout == ""  # stdout belongs to the protocol
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("inbots: ") and message in line
