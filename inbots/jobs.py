@@ -10,6 +10,7 @@ fails the request that accepted the message.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -77,12 +78,25 @@ def celery_config(settings: Settings) -> dict[str, Any]:
 class CeleryPublisher:
     """Publishes by task name through a Celery client (no worker code imported)."""
 
+    PAUSE_AFTER_FAILURE = 2.0  # seconds during which publishes are left to the sweep
+
     def __init__(self, settings: Settings) -> None:
         from celery import Celery
 
         self.app = Celery("inbots-publisher")
-        self.app.conf.update(celery_config(settings))
+        config = celery_config(settings)
+        # A request must not wait on a dead broker: fail fast here (tenacity adds a few quick
+        # tries) and leave the rest to the renotify sweep. Workers keep Celery's patient defaults.
+        config["broker_transport_options"] = {
+            **config["broker_transport_options"],
+            "max_retries": 0,
+            "socket_timeout": 1,
+            "socket_connect_timeout": 1,
+        }
+        config["broker_connection_timeout"] = 1
+        self.app.conf.update(config)
         self.failures = 0
+        self._resume_at = 0.0
 
     @retry(
         stop=stop_after_attempt(3), wait=wait_exponential(multiplier=0.05, max=0.3), reraise=True
@@ -94,10 +108,15 @@ class CeleryPublisher:
 
     def publish(self, jobs: Sequence[Job]) -> None:
         for job in jobs:
+            if time.monotonic() < self._resume_at:
+                # The broker failed a moment ago: don't make every send wait to find out again.
+                self.failures += 1
+                continue
             try:
                 self._send(job, NOTIFY_QUEUE, None)
             except Exception as exc:  # broker down: the renotify sweep will publish again
                 self.failures += 1
+                self._resume_at = time.monotonic() + self.PAUSE_AFTER_FAILURE
                 log.warning(
                     "publish failed; renotify will retry",
                     extra={"delivery_id": job.delivery_id, "error": type(exc).__name__},
