@@ -17,6 +17,7 @@ The attempt runs in three steps so no transaction is open during the HTTP call:
 from __future__ import annotations
 
 import json
+import logging
 import random
 import ssl
 import time
@@ -42,6 +43,8 @@ from inbots.kit.text import shown_summary
 from inbots.messages.models import Message
 from inbots.threads.models import CLOSED, Thread
 from inbots.webhooks import signing, url_policy
+
+log = logging.getLogger(__name__)
 
 USER_AGENT = f"Inbots-Webhooks/{__version__}"
 EXCERPT_BYTES = 1024
@@ -329,7 +332,11 @@ def _fail(uow: Any, delivery_id: str, reason: str) -> None:
 def _unclaim(engine: Engine, delivery_id: str) -> None:
     with unit_of_work(engine.db) as uow:
         uow.session.execute(
-            update(Delivery).where(Delivery.id == delivery_id).values(claimed_until=None)
+            update(Delivery)
+            .where(Delivery.id == delivery_id)
+            # Turned away by the URL's cap, the job is alive and will come back: say so, or the
+            # renotify sweep takes a long backlog for lost publishes.
+            .values(claimed_until=None, last_published_at=utcnow())
         )
 
 
@@ -345,5 +352,8 @@ def notify(engine: Engine, job: Job) -> Result:
     try:
         sent = _send(engine, claim, job.delivery_id)
     finally:
-        engine.limiter.release(key)
+        try:
+            engine.limiter.release(key)
+        except Exception as exc:  # the counter expires by itself; the attempt must be recorded
+            log.warning("could not release the URL's slot: %s", type(exc).__name__)
     return _record(engine, job, claim, sent)
