@@ -1,0 +1,462 @@
+"""The delivery engine in production shape: a real ``celery -A workers worker`` subprocess on a
+real Redis, the test API server publishing to it (broker mode), and real HTTP receivers on
+loopback. Everything is checked through the operator API (``GET /v1/deliveries/{id}``) and what
+the receivers saw, never by reading the worker's memory.
+
+Timings are shortened through settings (``tests.celery_harness.FAST``): retries after 0.2, 0.4 and
+0.8 s (±20 %), a 1 s webhook timeout.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+import pytest
+import standardwebhooks
+
+from inbots.config import load_settings
+from inbots.jobs import NOTIFY_QUEUE, NOTIFY_TASK
+from tests.celery_harness import (  # noqa: F401  (fixtures)
+    FAST,
+    CeleryHarness,
+    CeleryProcess,
+    assert_at_most_one_ok_per_publish,
+    celery_fixture,
+    hooked_agent,
+    redis_broker_fixture,
+    settings_env,
+    settings_overrides_fixture,
+    timings_fixture,
+    wait_state,
+    wait_until,
+)
+from tests.helpers import Api, Caller
+from tests.receivers import Received, always, fail_then_ok, hang, receiver
+
+SCHEDULE = (0.2, 0.4, 0.8)
+JITTER = 0.2
+TIMEOUT = 1.0
+# What a loaded 2-core machine may add to a countdown: the attempt itself, recording it,
+# publishing the retry, the worker's timer, claiming. Generous, but far below the next step.
+SLACK = 0.5
+
+
+def gaps(requests: list[Received]) -> list[float]:
+    return [b.at - a.at for a, b in itertools.pairwise(requests)]
+
+
+def assert_spacing(observed: list[float], expected: list[float], extra: float = 0.0) -> None:
+    """Each gap is the scheduled delay (±jitter) plus ``extra`` (a timeout) plus some slack."""
+    assert len(observed) == len(expected), (observed, expected)
+    for i, (gap, base) in enumerate(zip(observed, expected, strict=True)):
+        low = extra + base * (1 - JITTER) - 0.03
+        high = extra + base * (1 + JITTER) + SLACK
+        assert low <= gap <= high, (
+            f"gap {i + 1} between attempts was {gap:.3f} s; expected {low:.2f}..{high:.2f} s "
+            f"(schedule {expected}, jitter {JITTER}, plus {extra} s); all gaps: {observed}"
+        )
+
+
+def warm_up(api: Api, sender: Caller, celery: CeleryHarness, worker: CeleryProcess) -> None:
+    """Wait for the worker, then have it deliver one notification, so that measured spacing
+    does not include its start (imports, first connections)."""
+    worker.ready()
+    with receiver(always(200)) as hook:
+        hooked_agent(api, "warm-up", hook.url)
+        thread = sender.open_thread("Warm-up", ["warm-up"])["id"]
+        delivery_id = sender.send(thread, "warm up")["deliveries"][0]["id"]
+        wait_state(api, delivery_id, "notified", 10, celery)
+
+
+def steps(detail: dict[str, Any]) -> list[tuple[int, int, str, str, int | None]]:
+    return [
+        (a["number"], a["publish"], a["trigger"], a["reason"], a["status_code"])
+        for a in detail["attempts"]
+    ]
+
+
+# Run in a fresh interpreter exactly as ``celery -A workers`` imports things (no API modules).
+WORKER_PROBE = """
+import json, threading
+import workers
+from workers.tasks.runtime import engine
+from inbots.db.base import Base
+from inbots.deliveries.models import Delivery
+
+made = []
+threads = [threading.Thread(target=lambda: made.append(id(engine()))) for _ in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+unresolved = []
+for fk in Delivery.__table__.foreign_keys:
+    try:
+        fk.column
+    except Exception as exc:
+        unresolved.append(f"{fk.parent}: {type(exc).__name__}: {exc}")
+print(json.dumps({"engines": len(set(made)), "unresolved": unresolved,
+                  "tables": sorted(Base.metadata.tables)}))
+"""
+
+
+@pytest.fixture(scope="module")
+def worker_probe(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    where = tmp_path_factory.mktemp("probe")
+    settings = load_settings(
+        database_url=f"sqlite:///{where / 'inbots.db'}", broker_url="redis://127.0.0.1:1/0"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", WORKER_PROBE],
+        env=settings_env(settings),
+        cwd=where,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_worker_process_maps_every_table(worker_probe: dict[str, Any]) -> None:
+    """``celery -A workers`` imports only what its tasks import. A notify task's first write
+    flushes a Delivery whose foreign keys name ``workspaces``: SQLAlchemy must know that table in
+    the worker process too, or every attempt dies with NoReferencedTableError."""
+    assert worker_probe["unresolved"] == [], (
+        f"in the worker process the deliveries table's foreign keys do not resolve "
+        f"(tables known: {worker_probe['tables']}): {worker_probe['unresolved']}"
+    )
+
+
+def test_worker_threads_share_one_engine(worker_probe: dict[str, Any]) -> None:
+    """Eight pool threads taking their first task at once must share one Engine (one database
+    pool, one HTTP client, one Redis client per process), not build eight."""
+    assert worker_probe["engines"] == 1, (
+        f"{worker_probe['engines']} engines were built by 8 concurrent first calls of "
+        "workers.tasks.runtime.engine()"
+    )
+
+
+def test_five_receivers_healthy_500_410_hanging_and_flaky(api: Api, celery: CeleryHarness) -> None:
+    """One message to five webhook agents at once; each receiver's story must be exact."""
+    worker = celery.worker(wait=False)
+    with (
+        receiver(always(204)) as healthy,
+        receiver(always(500, b"boom")) as broken,
+        receiver(always(410, b"gone for good")) as gone,
+        receiver(hang(2.0)) as stuck,
+        receiver(fail_then_ok(2)) as flaky,
+    ):
+        hooks = {
+            "healthy": healthy,
+            "broken": broken,
+            "gone": gone,
+            "stuck": stuck,
+            "flaky": flaky,
+        }
+        secrets = {
+            name: hooked_agent(api, name, hook.url)["webhook"]["signing_secret"]
+            for name, hook in hooks.items()
+        }
+        sender = api.agent("sender")
+        thread = sender.open_thread("Five ways to answer", list(hooks))
+        warm_up(api, sender, celery, worker)
+        began = time.monotonic()
+        sent = sender.send(thread["id"], "Wake up", summary="Please wake up", kind="question")
+        ids = {d["recipient"]: d["id"] for d in sent["deliveries"]}
+        assert set(ids) == set(hooks)
+
+        # While the 500 receiver waits for its last retry (0.8 s), the delivery says so.
+        celery.wait_for(broken, 3, timeout=15)
+        seen_scheduled = None
+        while len(broken.requests) == 3:
+            receipt = api.delivery(ids["broken"])
+            if receipt["next_attempt_at"] and receipt["state"] == "accepted":
+                seen_scheduled = receipt
+                break
+            time.sleep(0.02)
+
+        done = {
+            "healthy": wait_state(api, ids["healthy"], "notified", 10, celery),
+            "flaky": wait_state(api, ids["flaky"], "notified", 10, celery),
+            "gone": wait_state(api, ids["gone"], "failed", 10, celery),
+            "broken": wait_state(api, ids["broken"], "failed", 10, celery),
+            "stuck": wait_state(api, ids["stuck"], "failed", 20, celery),
+        }
+        time.sleep(0.5)  # anything extra (a duplicate, a retry too many) would show up now
+        seen = {name: list(hook.requests) for name, hook in hooks.items()}
+        done = {name: api.delivery(ids[name]) for name in hooks}
+
+    for detail in done.values():
+        assert_at_most_one_ok_per_publish(detail)
+        assert detail["publish_count"] == 1
+        assert detail["next_attempt_at"] is None, detail
+    for name, requests in seen.items():
+        assert {r.headers.get("webhook-id") for r in requests} == {ids[name]}, name
+        for request in requests:  # every attempt is signed afresh and verifiable
+            payload = standardwebhooks.Webhook(secrets[name]).verify(request.body, request.headers)
+            assert payload["delivery_id"] == ids[name]
+            assert payload["summary"] == "Please wake up" and "body" not in payload
+
+    # Healthy: one request, one attempt, notified.
+    ok = done["healthy"]
+    assert len(seen["healthy"]) == 1
+    assert seen["healthy"][0].at - began < 1.5, "the healthy receiver was not notified promptly"
+    assert steps(ok) == [(1, 1, "publish", "ok", 204)]
+    assert ok["state"] == "notified" and ok["notified_at"] and not ok["failed_at"]
+
+    # Always 500: 1 + 3 attempts spaced by the schedule, then failed naming exhaustion.
+    broken_detail = done["broken"]
+    assert len(seen["broken"]) == 1 + len(SCHEDULE)
+    assert steps(broken_detail) == [
+        (1, 1, "publish", "http_500", 500),
+        (2, 1, "retry", "http_500", 500),
+        (3, 1, "retry", "http_500", 500),
+        (4, 1, "retry", "http_500", 500),
+    ]
+    assert broken_detail["attempts"][0]["response_excerpt"] == "boom"
+    assert broken_detail["failed_at"] and not broken_detail["notified_at"]
+    assert "exhausted" in (broken_detail["failure_reason"] or ""), broken_detail
+    assert_spacing(gaps(seen["broken"]), list(SCHEDULE))
+    assert seen_scheduled is not None, "next_attempt_at was never set while a retry waited"
+    assert seen_scheduled["next_attempt_at"] > broken_detail["attempts"][2]["started_at"]
+
+    # 410: one attempt, reason gone, failed at once.
+    gone_detail = done["gone"]
+    assert len(seen["gone"]) == 1
+    assert steps(gone_detail) == [(1, 1, "publish", "gone", 410)]
+    assert gone_detail["failed_at"] and "410" in (gone_detail["failure_reason"] or "")
+
+    # Hanging past the 1 s timeout: every attempt times out, spaced by timeout + schedule.
+    stuck_detail = done["stuck"]
+    assert len(seen["stuck"]) == 1 + len(SCHEDULE)
+    assert [(a["reason"], a["status_code"]) for a in stuck_detail["attempts"]] == [
+        ("timeout", None)
+    ] * 4
+    for attempt in stuck_detail["attempts"]:
+        assert TIMEOUT * 1000 * 0.9 <= attempt["duration_ms"] <= TIMEOUT * 1000 + 900, attempt
+    assert "exhausted" in (stuck_detail["failure_reason"] or ""), stuck_detail
+    assert_spacing(gaps(seen["stuck"]), list(SCHEDULE), extra=TIMEOUT)
+
+    # Fails twice, then answers 200: three attempts, notified, the same webhook-id throughout.
+    flaky_detail = done["flaky"]
+    assert len(seen["flaky"]) == 3
+    assert steps(flaky_detail) == [
+        (1, 1, "publish", "http_500", 500),
+        (2, 1, "retry", "http_500", 500),
+        (3, 1, "retry", "ok", 200),
+    ]
+    assert flaky_detail["notified_at"] and not flaky_detail["failed_at"]
+    assert_spacing(gaps(seen["flaky"]), list(SCHEDULE[:2]))
+
+
+@pytest.mark.parametrize(
+    "timings", [{**FAST, "retry_schedule": "2", "publish_lost_seconds": 6.0}], ids=["retry-2s"]
+)
+def test_a_waiting_retry_does_not_hold_the_only_worker_slot(
+    api: Api, celery: CeleryHarness
+) -> None:
+    """With one worker thread, a retry 2 s away must not keep new mail waiting: the retry is a
+    countdown on the broker, not a sleep in the worker."""
+    worker = celery.worker(concurrency=1, wait=False)
+    with receiver(fail_then_ok(1)) as flaky, receiver(always(200)) as healthy:
+        hooked_agent(api, "flaky", flaky.url)
+        hooked_agent(api, "healthy", healthy.url)
+        sender = api.agent("sender")
+        flaky_thread = sender.open_thread("Flaky", ["flaky"])["id"]
+        healthy_thread = sender.open_thread("Healthy", ["healthy"])["id"]
+        worker.ready()
+        first = sender.send(flaky_thread, "one")
+        celery.wait_for(flaky, 1)
+        wait_until(
+            lambda: api.delivery(first["deliveries"][0]["id"])["next_attempt_at"],
+            5,
+            "the retry to be scheduled",
+        )
+        started = time.monotonic()
+        second = sender.send(healthy_thread, "two")
+        (request,) = celery.wait_for(healthy, 1, timeout=5)
+        waited = request.at - started
+        celery.wait_for(flaky, 2, timeout=10)
+        flaky_detail = wait_state(api, first["deliveries"][0]["id"], "notified", 10, celery)
+        healthy_detail = wait_state(api, second["deliveries"][0]["id"], "notified", 5, celery)
+    assert waited < 1.0, f"the healthy receiver waited {waited:.2f} s behind a pending retry"
+    assert [a["reason"] for a in flaky_detail["attempts"]] == ["http_500", "ok"]
+    assert [a["reason"] for a in healthy_detail["attempts"]] == ["ok"]
+    gap = flaky.requests[1].at - flaky.requests[0].at
+    assert 2 * (1 - JITTER) - 0.03 <= gap <= 2 * (1 + JITTER) + SLACK, gap
+
+
+def max_in_window(times: list[float], window: float) -> int:
+    """The most arrivals inside any ``window`` seconds."""
+    ordered = sorted(times)
+    best = 0
+    for i, start in enumerate(ordered):
+        best = max(best, sum(1 for t in ordered[i:] if t < start + window))
+    return best
+
+
+def test_a_hanging_receiver_does_not_starve_healthy_ones(api: Api, celery: CeleryHarness) -> None:
+    """16 notifications to a receiver that hangs past the timeout (retried, capped at 4 requests
+    in flight) while 6 go to a healthy receiver: each healthy one arrives within a couple of
+    seconds, and the hanging URL never has more than its cap in flight."""
+    release = threading.Event()
+
+    def hang_until_released(_n: int) -> tuple[int, bytes]:
+        release.wait(5)
+        return 200, b"too late"
+
+    worker = celery.worker(wait=False)
+    with receiver(hang_until_released) as stuck, receiver(always(200)) as healthy:
+        try:
+            hooked_agent(api, "stuck", stuck.url)
+            hooked_agent(api, "healthy", healthy.url)
+            sender = api.agent("sender")
+            slow_thread = sender.open_thread("Slow", ["stuck"])["id"]
+            fast_thread = sender.open_thread("Fast", ["healthy"])["id"]
+            worker.ready()
+            stuck_ids = [
+                sender.send(slow_thread, f"slow {i}")["deliveries"][0]["id"] for i in range(16)
+            ]
+            celery.wait_for(stuck, 4, timeout=10)
+            time.sleep(1.2)  # the first attempts time out; retries and capped jobs pile up
+
+            latencies: dict[str, float] = {}
+            for i in range(6):
+                began = time.monotonic()
+                delivery_id = sender.send(fast_thread, f"fast {i}")["deliveries"][0]["id"]
+
+                def arrived(wanted: str = delivery_id) -> Received | None:
+                    with healthy.lock:
+                        return next(
+                            (r for r in healthy.requests if r.headers["webhook-id"] == wanted),
+                            None,
+                        )
+
+                got = wait_until(arrived, 10, f"healthy notification {i}", 0.01)
+                latencies[delivery_id] = got.at - began
+                time.sleep(0.3)
+            healthy_details = {d: wait_state(api, d, "notified", 5, celery) for d in latencies}
+            stuck_details = [api.delivery(d) for d in stuck_ids]
+            stuck_times = [r.at for r in stuck.requests]
+        finally:
+            release.set()
+
+    slow = {d: round(t, 2) for d, t in latencies.items() if t > 2.0}
+    assert not slow, f"healthy notifications waited behind the hanging receiver: {slow}"
+    assert len(healthy.requests) == 6, "a healthy notification was sent twice"
+    for detail in healthy_details.values():
+        assert [a["reason"] for a in detail["attempts"]] == ["ok"]
+    # The hanging receiver kept being tried (retries happened), but never above its cap.
+    reasons = [a["reason"] for d in stuck_details for a in d["attempts"]]
+    assert reasons and set(reasons) == {"timeout"}, reasons
+    assert len(stuck_times) >= 8, "the hanging receiver's deliveries were not being retried"
+    assert max_in_window(stuck_times, TIMEOUT * 0.9) <= 4, (
+        "more requests in flight to one URL than webhook_max_in_flight_per_url (4)"
+    )
+    assert all(not d["notified_at"] for d in stuck_details)
+
+
+def test_duplicate_jobs_for_one_publish_send_one_notification(
+    api: Api, celery: CeleryHarness
+) -> None:
+    """The same job arriving several times at once (a broker redelivery, a double publish) makes
+    one request per publish; a job for a publish that never happened makes none. A redeliver is
+    a new publish: one more request, with the same webhook-id, however often its job arrives."""
+
+    def slow_ok(_n: int) -> tuple[int, bytes]:
+        time.sleep(0.3)  # long enough for the duplicates to find the attempt running
+        return 200, b"ok"
+
+    worker = celery.worker(wait=False)
+    with receiver(slow_ok) as hook:
+        hooked_agent(api, "once", hook.url)
+        sender = api.agent("sender")
+        thread = sender.open_thread("Once", ["once"])["id"]
+        warm_up(api, sender, celery, worker)
+        delivery_id = sender.send(thread, "only once")["deliveries"][0]["id"]
+        client = celery.client()
+        for _ in range(6):
+            client.send_task(NOTIFY_TASK, args=[delivery_id, 1, "publish"], queue=NOTIFY_QUEUE)
+        client.send_task(NOTIFY_TASK, args=[delivery_id, 2, "publish"], queue=NOTIFY_QUEUE)
+        wait_state(api, delivery_id, "notified", 10, celery)
+        time.sleep(1.0)  # the duplicates that found it busy come back after 0.5 s, and skip
+        assert len(hook.requests) == 1, "one publish was notified more than once"
+
+        api.ok("POST", f"/deliveries/{delivery_id}/redeliver", 202)
+        for _ in range(4):
+            client.send_task(NOTIFY_TASK, args=[delivery_id, 2, "redeliver"], queue=NOTIFY_QUEUE)
+        celery.wait_for(hook, 2)
+        time.sleep(1.0)
+        detail = api.delivery(delivery_id)
+        requests = list(hook.requests)
+
+    assert len(requests) == 2, f"{len(requests)} requests for 2 publishes"
+    assert {r.headers["webhook-id"] for r in requests} == {delivery_id}
+    assert steps(detail) == [(1, 1, "publish", "ok", 200), (2, 2, "redeliver", "ok", 200)]
+    assert detail["publish_count"] == 2 and detail["state"] == "notified"
+    assert_at_most_one_ok_per_publish(detail)
+
+
+# One request in flight per URL, a receiver that takes 0.7 s: 14 notifications need about 11 s,
+# while the publish-lost window (just over the 2.24 s retry sequence) is 2.5 s: three windows
+# pass before the last of them can have its turn.
+SLOW = {
+    **FAST,
+    "retry_schedule": "0.2",
+    "publish_lost_seconds": 2.5,
+    "renotify_interval_seconds": 0.5,
+    "webhook_max_in_flight_per_url": 1,
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("timings", [SLOW], ids=["slow"])
+def test_a_slow_receivers_backlog_is_delivered_not_failed_as_lost(
+    api: Api, celery: CeleryHarness
+) -> None:
+    """Jobs waiting for the URL's in-flight cap are not lost publishes: with the beat sweeping,
+    a healthy but slow receiver still gets every notification, and none is stamped failed
+    ("publish attempts exhausted") without a single attempt."""
+
+    def slow_ok(_n: int) -> tuple[int, bytes]:
+        time.sleep(0.7)
+        return 200, b"ok"
+
+    worker = celery.worker(wait=False)
+    beat = celery.beat(wait=False)
+    with receiver(slow_ok) as hook:
+        hooked_agent(api, "slowpoke", hook.url)
+        sender = api.agent("sender")
+        thread = sender.open_thread("Backlog", ["slowpoke"])["id"]
+        worker.ready()
+        beat.ready()
+        ids = [sender.send(thread, f"item {i}")["deliveries"][0]["id"] for i in range(14)]
+
+        def settled() -> list[dict[str, Any]] | None:
+            details = [api.delivery(d) for d in ids]
+            done = all(d["notified_at"] or d["failed_at"] for d in details)
+            return details if done else None
+
+        details = wait_until(settled, 30, "the backlog to settle", 0.2, celery.errors)
+        requests = list(hook.requests)
+
+    failed = {
+        d["id"]: (d["failure_reason"], d["publish_count"], len(d["attempts"]))
+        for d in details
+        if d["failed_at"]
+    }
+    assert not failed, (
+        f"{len(failed)} of {len(ids)} notifications to a healthy (slow) receiver were failed: "
+        f"(reason, publishes, attempts) = {failed}"
+    )
+    for detail in details:
+        assert [a["reason"] for a in detail["attempts"]] == ["ok"], detail
+        assert_at_most_one_ok_per_publish(detail)
+    assert sorted(r.headers["webhook-id"] for r in requests) == sorted(ids)
