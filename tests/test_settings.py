@@ -297,11 +297,11 @@ def test_serve_adds_environment_token_to_an_existing_workspace(tmp_path: Path) -
     (minted,) = TOKEN.findall(first.output)
     extra = "ops_" + "E" * 43
     with serve(tmp_path, INBOTS_OPERATOR_TOKEN=extra) as second:
-        for token in (minted, extra):
+        for number, token in enumerate((minted, extra)):
             response = httpx.post(
                 second.url + "/v1/agents",
                 headers={"Authorization": f"Bearer {token}"},
-                json={"name": f"agent-{token[4:8].lower()}"},
+                json={"name": f"agent-{number}"},
             )
             assert response.status_code == 201, (token, response.text)
         listed = httpx.get(
