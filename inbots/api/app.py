@@ -11,7 +11,7 @@ from starlette.routing import Route
 from inbots import __version__
 from inbots.api import errors
 from inbots.api.limits import BodyLimit
-from inbots.api.routes import agents, deliveries, health, inbox, threads, webhooks
+from inbots.api.routes import agents, deliveries, health, inbox, stats, threads, webhooks
 from inbots.config import Settings, get_settings
 from inbots.db.engine import Database
 from inbots.deliveries.dispatcher import LocalDispatcher
@@ -78,7 +78,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
     app.state.hooks = hooks
 
     v1 = APIRouter(prefix="/v1")
-    for module in (agents, webhooks, threads, inbox, deliveries):
+    for module in (agents, webhooks, threads, inbox, deliveries, stats):
         v1.include_router(module.router)
     app.include_router(v1)
     app.include_router(health.router)

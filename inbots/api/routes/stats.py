@@ -1,0 +1,16 @@
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from inbots.api.deps import AuthFirstRoute, OperatorCtx
+from inbots.stats import service
+from inbots.stats.schemas import Stats
+
+router = APIRouter(tags=["stats"], route_class=AuthFirstRoute)
+
+
+@router.get("/stats", response_model=Stats)
+def get_stats(ctx: OperatorCtx) -> Stats:
+    """Deliveries by derived state, agents active and never connected, threads by status, the
+    oldest stalled delivery's age and the failures of the last hour."""
+    return ctx.run(service.get_stats, readonly=True)

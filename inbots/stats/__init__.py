@@ -1,0 +1,1 @@
+"""Workspace-wide counts for the operator: ``GET /v1/stats``, the CLI and the dashboard."""

@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+from inbots.kit.schema import Model, Timestamp
+
+
+class AgentCounts(Model):
+    total: int  # not archived
+    active: int  # seen within INBOTS_ACTIVE_SECONDS
+    never_connected: int  # never seen, registered longer ago than the grace period
+    archived: int
+
+
+class ThreadCounts(Model):
+    open: int
+    close_requested: int
+    closed: int
+
+
+class Stats(Model):
+    deliveries: dict[str, int]  # every derived state, zero included, plus "total"
+    agents: AgentCounts
+    threads: ThreadCounts
+    # how long the longest-stuck stalled delivery has not moved
+    oldest_stalled_seconds: float | None
+    oldest_unnotified_seconds: float | None  # age of the oldest webhook notification still owed
+    failed_last_hour: int  # deliveries marked failed in the last hour
+    attempts_failed_last_hour: int  # webhook attempts that did not succeed in the last hour
+    generated_at: Timestamp
