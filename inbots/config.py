@@ -36,11 +36,15 @@ class Settings(BaseSettings):
     # Where things run.
     database_url: str = Field(default_factory=default_database_url)
     broker_url: str = ""
-    operator_token: str | None = None
+    operator_token: str | None = Field(default=None, repr=False)
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     environment: str = Field(default="development", pattern="^(development|production)$")
     log_level: str = Field(default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR|CRITICAL)$")
+    log_format: str = Field(default="auto", pattern="^(auto|json|text)$")
+    session_secret: str = Field(default="", repr=False)
+    metrics_token: str = Field(default="", repr=False)
+    worker_metrics_port: int = Field(default=0, ge=0, le=65535)
     db_pool_size: int = Field(default=10, ge=1, le=200)
     sqlite_busy_timeout_seconds: PositiveSeconds = 30.0
 

@@ -110,17 +110,23 @@ class CeleryPublisher:
         for job in jobs:
             if time.monotonic() < self._resume_at:
                 # The broker failed a moment ago: don't make every send wait to find out again.
-                self.failures += 1
+                self._failed()
                 continue
             try:
                 self._send(job, NOTIFY_QUEUE, None)
             except Exception as exc:  # broker down: the renotify sweep will publish again
-                self.failures += 1
+                self._failed()
                 self._resume_at = time.monotonic() + self.PAUSE_AFTER_FAILURE
                 log.warning(
                     "publish failed; renotify will retry",
                     extra={"delivery_id": job.delivery_id, "error": type(exc).__name__},
                 )
+
+    def _failed(self) -> None:
+        from inbots.observability.metrics import PUBLISH_FAILURES
+
+        self.failures += 1
+        PUBLISH_FAILURES.inc()
 
     def later(self, job: Job, countdown: float, *, retry: bool) -> None:
         self._send(job, RETRY_QUEUE if retry else NOTIFY_QUEUE, countdown)

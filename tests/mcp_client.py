@@ -9,12 +9,9 @@ MCP session by key, so ``test_mcp_http`` and ``test_mcp_stdio`` run the same che
 from __future__ import annotations
 
 import os
-import shutil
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -26,6 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 
 from tests.helpers import Api
+from tests.processes import inbots_executable
 
 T = TypeVar("T")
 STAMPS = (
@@ -42,15 +40,6 @@ STAMPS = (
 def run(scenario: Callable[[], Awaitable[T]]) -> T:
     """Run an async scenario from a plain (sync) test."""
     return anyio.run(scenario)
-
-
-def inbots_executable() -> str:
-    beside = Path(sys.executable).parent / "inbots"
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("inbots")
-    assert found, "the inbots command is not installed"
-    return found
 
 
 class Tools:

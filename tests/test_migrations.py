@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -24,6 +22,7 @@ from inbots.config import load_settings
 from inbots.db.base import Base, import_models
 from inbots.db.migrate import alembic_config
 from tests.conftest import IN_CI, PG_ADMIN_URL, _pg_available
+from tests.processes import inbots_executable
 
 import_models()
 
@@ -38,15 +37,6 @@ TABLES = {
     "deliveries",
     "delivery_attempts",
 }
-
-
-def inbots_executable() -> str:
-    beside = Path(sys.executable).parent / "inbots"
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("inbots")
-    assert found, "the inbots command is not installed"
-    return found
 
 
 def head_revision() -> str:

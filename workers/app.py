@@ -7,12 +7,16 @@ renotify sweep (exactly one beat per deployment).
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import Celery
+from celery.signals import setup_logging, worker_ready
 from kombu import Queue
 
 from inbots.config import get_settings
 from inbots.db.base import import_models
 from inbots.jobs import NOTIFY_QUEUE, RENOTIFY_TASK, RETRY_QUEUE, SWEEP_QUEUE, celery_config
+from inbots.observability.logs import configure_logging
 
 import_models()  # the tasks' queries join across every table
 settings = get_settings()
@@ -33,5 +37,21 @@ app.conf.update(
     },
     worker_hijack_root_logger=False,
 )
+
+
+@setup_logging.connect
+def _logging(**_: Any) -> None:
+    """Celery's own lines and the tasks' go through Inbots' redacting handler."""
+    configure_logging(settings)
+
+
+@worker_ready.connect
+def _metrics_server(**_: Any) -> None:
+    """Each worker serves its counters (attempts, latency) for Prometheus, when asked to."""
+    if settings.worker_metrics_port:
+        from prometheus_client import start_http_server
+
+        start_http_server(settings.worker_metrics_port)
+
 
 import workers.tasks  # noqa: E402,F401  (registers the tasks)

@@ -41,6 +41,7 @@ from inbots.kit.clock import rfc3339, utcnow
 from inbots.kit.ids import new_id
 from inbots.kit.text import shown_summary
 from inbots.messages.models import Message
+from inbots.observability import metrics
 from inbots.threads.models import CLOSED, Thread
 from inbots.webhooks import signing, url_policy
 
@@ -92,6 +93,9 @@ class _Claim:
     payload: bytes
     attempts_so_far: int  # of this publish
     number: int  # of this attempt, across all publishes
+    accepted_at: datetime
+    message_id: str
+    thread_id: str
 
 
 def attempts_allowed(settings: Settings) -> int:
@@ -162,7 +166,16 @@ def _claim(engine: Engine, job: Job, now: datetime) -> _Claim | Result:
             recipient=recipient.username,
             shown=s.summary_shown,
         )
-        return _Claim(recipient.webhook_url, secrets, payload, int(attempts_so_far), int(total) + 1)
+        return _Claim(
+            recipient.webhook_url,
+            secrets,
+            payload,
+            int(attempts_so_far),
+            int(total) + 1,
+            delivery.accepted_at,
+            delivery.message_id,
+            delivery.thread_id,
+        )
 
 
 def notification_body(
@@ -356,4 +369,27 @@ def notify(engine: Engine, job: Job) -> Result:
             engine.limiter.release(key)
         except Exception as exc:  # the counter expires by itself; the attempt must be recorded
             log.warning("could not release the URL's slot: %s", type(exc).__name__)
-    return _record(engine, job, claim, sent)
+    result = _record(engine, job, claim, sent)
+    _observe(job, claim, sent, result)
+    return result
+
+
+def _observe(job: Job, claim: _Claim, sent: _Sent, result: Result) -> None:
+    metrics.observe_attempt(sent.reason, sent.status_code, sent.duration_ms, result.outcome)
+    if result.outcome == "notified":
+        metrics.observe_notified(claim.accepted_at, utcnow())
+    log.log(
+        logging.INFO if result.outcome == "notified" else logging.WARNING,
+        "webhook attempt %s: %s",
+        claim.number,
+        result.outcome,
+        extra={
+            "delivery_id": job.delivery_id,
+            "message_id": claim.message_id,
+            "thread_id": claim.thread_id,
+            "reason": sent.reason,
+            "status_code": sent.status_code,
+            "duration_ms": sent.duration_ms,
+            "trigger": job.trigger,
+        },
+    )

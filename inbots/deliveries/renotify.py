@@ -15,8 +15,9 @@ Both queries follow partial indexes whose predicates match them, so a run costs 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import or_, select, update
@@ -28,7 +29,10 @@ from inbots.db.uow import unit_of_work
 from inbots.deliveries.models import Delivery
 from inbots.jobs import Job
 from inbots.kit.clock import utcnow
+from inbots.observability import metrics
 from inbots.threads.models import CLOSED, Thread
+
+log = logging.getLogger(__name__)
 
 EXHAUSTED = "publish attempts exhausted"
 
@@ -130,4 +134,8 @@ def sweep(
     if jobs:
         publish(jobs)
     stalled = _mark_stalled(db, settings, moment)
-    return SweepReport(republished=len(jobs), exhausted=exhausted, stalled=stalled)
+    report = SweepReport(republished=len(jobs), exhausted=exhausted, stalled=stalled)
+    metrics.observe_sweep(report.republished, report.exhausted, report.stalled)
+    if jobs or exhausted or stalled:
+        log.info("renotify sweep", extra=asdict(report))
+    return report

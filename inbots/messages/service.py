@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from sqlalchemy import insert, select
@@ -37,9 +38,12 @@ from inbots.messages.schemas import (
     MessageWithDelivery,
     SendResult,
 )
+from inbots.observability import metrics
 from inbots.threads import service as threads
 from inbots.threads.models import OPEN, Participant, Thread
 from inbots.threads.schemas import MessageWithReceipts
+
+log = logging.getLogger(__name__)
 
 
 def to_read(message: Message, sender: str) -> MessageRead:
@@ -243,6 +247,7 @@ def send_message(
 
     recipient_ids = [r for r, _, _ in recipients]
     jobs = [Job(str(row["id"]), 1, "publish") for row in rows if row["publish_count"]]
+    uow.after_commit(_accepted(message.id, thread.id, len(rows), len(jobs)))
     if uow.hooks is not None:
         hooks = uow.hooks
         uow.after_commit(lambda: hooks.inbox_changed(recipient_ids))
@@ -256,6 +261,25 @@ def send_message(
         ],
         duplicate=False,
     )
+
+
+def _accepted(
+    message_id: str, thread_id: str, deliveries: int, published: int
+) -> Callable[[], None]:
+    def count_and_log() -> None:
+        metrics.MESSAGES_ACCEPTED.inc()
+        metrics.DELIVERIES_CREATED.inc(deliveries)
+        log.info(
+            "message accepted",
+            extra={
+                "message_id": message_id,
+                "thread_id": thread_id,
+                "deliveries": deliveries,
+                "webhooks": published,
+            },
+        )
+
+    return count_and_log
 
 
 def _parse_since(since: str | None, uow: UnitOfWork) -> tuple[str | None, datetime | None]:

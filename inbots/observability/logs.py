@@ -1,0 +1,133 @@
+"""Structured logs: one JSON object a line in production, readable lines in development.
+
+Ids travel as ``extra={"delivery_id": …, "message_id": …, "thread_id": …}`` and come out as
+fields. :class:`Redactor` sits on the handler, so whatever reaches a log line — a message, its
+arguments, an extra field, a traceback — has tokens, keys and secrets replaced first, and fields
+that must never be logged (bodies, headers) dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+from inbots.config import Settings
+
+REDACTED = "[redacted]"
+
+# Inbots' own credentials (agt_, ops_, whsec_), bearer headers, and key=value pairs whose
+# name says secret. Tokens are at least 16 characters of the URL-safe alphabet.
+_SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\b(?:agt|ops)_[A-Za-z0-9_\-]{16,}"), REDACTED),
+    (re.compile(r"\bwhsec_[A-Za-z0-9+/=_\-]{16,}"), REDACTED),
+    (re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=\-]{8,}"), rf"\1 {REDACTED}"),
+    (
+        re.compile(
+            r"(?i)\b(api_key|apikey|token|secret|signing_secret|password|authorization)"
+            r"(\"?\s*[:=]\s*\"?)[^\s\"',;&]+"
+        ),
+        rf"\1\2{REDACTED}",
+    ),
+    (re.compile(r"(://[^:/@\s]+:)[^@/\s]+@"), rf"\1{REDACTED}@"),  # passwords in URLs
+)
+# Extra fields that are never written, whatever they hold.
+_DROP = frozenset({"body", "headers", "authorization", "api_key", "secret", "token", "payload"})
+# Fields of every LogRecord that are not "extra".
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "taskName",
+}
+IDS = ("delivery_id", "message_id", "thread_id", "agent", "workspace_id")
+
+
+def redact(text: str) -> str:
+    for pattern, replacement in _SECRET_PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+class Redactor(logging.Filter):
+    """Rewrites a record in place: message rendered and scrubbed, extras scrubbed or dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string must not lose the line
+            message = str(record.msg)
+        record.msg, record.args = redact(message), None
+        for key in list(vars(record)):
+            if key in _STANDARD:
+                continue
+            if key.lower() in _DROP:
+                delattr(record, key)
+                continue
+            value = getattr(record, key)
+            if isinstance(value, str):
+                setattr(record, key, redact(value))
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        record.exc_info = None  # the scrubbed text is what gets written
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
+        return True
+
+
+def _extras(record: logging.LogRecord) -> dict[str, Any]:
+    return {k: v for k, v in vars(record).items() if k not in _STANDARD and not k.startswith("_")}
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in _extras(record).items():
+            line[key] = value if isinstance(value, int | float | bool | None) else str(value)
+        if record.exc_text:
+            line["exception"] = record.exc_text
+        return json.dumps(line, ensure_ascii=False)
+
+
+class TextFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        extras = _extras(record)
+        if extras:
+            line += "  " + " ".join(f"{k}={v}" for k, v in extras.items())
+        return line
+
+
+def configure_logging(settings: Settings, stream: Any = None) -> logging.Handler:
+    """Send every logger (uvicorn's and Celery's too) through one redacting handler."""
+    json_lines = settings.log_format == "json" or (
+        settings.log_format == "auto" and settings.environment == "production"
+    )
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.addFilter(Redactor())
+    handler.setFormatter(JsonFormatter() if json_lines else TextFormatter())
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, "_inbots", False)]:
+        root.removeHandler(old)
+    handler._inbots = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(settings.log_level)
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "celery", "celery.task"):
+        logger = logging.getLogger(name)
+        logger.handlers.clear()
+        logger.propagate = True
+    for noisy in ("httpx", "httpcore"):  # request lines would repeat every webhook URL
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+    return handler

@@ -1,0 +1,210 @@
+"""Prometheus metrics.
+
+Two kinds:
+
+- **events**, counted where they happen, in the process they happen in (prometheus-client's
+  default registry): messages accepted, webhook attempts, publish failures, renotify runs. In the
+  embedded default that is the one process; in production the web processes count what requests
+  do, and each Celery worker serves its own ``/metrics`` on ``INBOTS_WORKER_METRICS_PORT``.
+- **state**, read from the database at scrape time (:class:`DatabaseCollector`), so every web
+  process reports the same truth: deliveries by derived state, the oldest stalled and
+  not-yet-notified ages, agents, and the broker's queue depths.
+
+Labels are closed sets (states, reason codes, status classes); no id, URL, key or body is ever
+a label.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from sqlalchemy import func, select
+
+from inbots.config import Settings
+from inbots.db.engine import Database
+from inbots.deliveries.state import STATES, state_filter, state_sql
+from inbots.jobs import NOTIFY_QUEUE, RETRY_QUEUE, SWEEP_QUEUE
+from inbots.kit.clock import utcnow
+
+log = logging.getLogger(__name__)
+
+MESSAGES_ACCEPTED = Counter("inbots_messages_accepted", "Messages accepted (not duplicates).")
+DELIVERIES_CREATED = Counter("inbots_deliveries_created", "Deliveries created (one a recipient).")
+WEBHOOK_ATTEMPTS = Counter(
+    "inbots_webhook_attempts",
+    "Webhook attempts by outcome (reason code) and HTTP status class.",
+    ["outcome", "status_class"],
+)
+ATTEMPT_SECONDS = Histogram(
+    "inbots_webhook_attempt_duration_seconds",
+    "Duration of one webhook attempt.",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+NOTIFY_LATENCY = Histogram(
+    "inbots_notify_latency_seconds",
+    "End to end: a delivery accepted until its webhook answered 2xx.",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15, 60, 300, 900, 3600),
+)
+DELIVERIES_FAILED = Counter("inbots_deliveries_failed", "Deliveries stamped failed.", ["why"])
+PUBLISH_FAILURES = Counter(
+    "inbots_publish_failures", "Notify jobs the broker refused (the sweep publishes them again)."
+)
+RENOTIFY_RUNS = Counter("inbots_renotify_runs", "Renotify sweeps run.")
+RENOTIFY_ACTIONS = Counter(
+    "inbots_renotify_actions",
+    "What renotify sweeps did: republished lost publishes, failed exhausted ones, marked stalls.",
+    ["action"],
+)
+
+
+def status_class(code: int | None) -> str:
+    return "none" if code is None else f"{code // 100}xx"
+
+
+def observe_attempt(
+    reason: str, status_code: int | None, duration_ms: int | None, outcome: str
+) -> None:
+    WEBHOOK_ATTEMPTS.labels(reason, status_class(status_code)).inc()
+    if duration_ms is not None:
+        ATTEMPT_SECONDS.observe(duration_ms / 1000)
+    if outcome == "failed":
+        DELIVERIES_FAILED.labels("gone" if reason == "gone" else "attempts_exhausted").inc()
+
+
+def observe_notified(accepted_at: datetime, now: datetime) -> None:
+    NOTIFY_LATENCY.observe(max((now - accepted_at).total_seconds(), 0.0))
+
+
+def observe_sweep(republished: int, exhausted: int, stalled: int) -> None:
+    RENOTIFY_RUNS.inc()
+    RENOTIFY_ACTIONS.labels("republished").inc(republished)
+    RENOTIFY_ACTIONS.labels("exhausted").inc(exhausted)
+    RENOTIFY_ACTIONS.labels("stalled").inc(stalled)
+    if exhausted:
+        DELIVERIES_FAILED.labels("publish_exhausted").inc(exhausted)
+
+
+def _seconds_since(now: datetime, then: datetime | None) -> float:
+    return 0.0 if then is None else max((now - then).total_seconds(), 0.0)
+
+
+class DatabaseCollector(Collector):
+    """Gauges read at scrape time, across every workspace of this installation."""
+
+    def __init__(self, db: Database, settings: Settings) -> None:
+        self.db = db
+        self.settings = settings
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        from inbots.agents.models import KIND_AGENT, Agent
+        from inbots.deliveries.models import Delivery
+
+        now = utcnow()
+        with self.db.engine.connect() as conn:
+            state = state_sql(Delivery).label("state")
+            counts = dict.fromkeys(STATES, 0)
+            counts.update(
+                {s: int(n) for s, n in conn.execute(select(state, func.count()).group_by(state))}
+            )
+            oldest_stalled = conn.scalar(
+                select(func.min(Delivery.moved_at)).where(state_filter(Delivery, "stalled"))
+            )
+            oldest_unnotified = conn.scalar(
+                select(func.min(Delivery.accepted_at)).where(
+                    Delivery.publish_count > 0,
+                    Delivery.notified_at.is_(None),
+                    Delivery.failed_at.is_(None),
+                    Delivery.acknowledged_at.is_(None),
+                )
+            )
+            seen, never = conn.execute(
+                select(
+                    func.count().filter(
+                        Agent.last_seen_at > now - timedelta(seconds=self.settings.active_seconds),
+                    ),
+                    func.count().filter(
+                        Agent.last_seen_at.is_(None),
+                        Agent.created_at
+                        <= now - timedelta(seconds=self.settings.new_agent_grace_seconds),
+                    ),
+                ).where(Agent.kind == KIND_AGENT, Agent.status == "active")
+            ).one()
+
+        by_state = GaugeMetricFamily(
+            "inbots_deliveries", "Deliveries by derived state.", labels=["state"]
+        )
+        for name, n in counts.items():
+            by_state.add_metric([name], n)
+        yield by_state
+        yield GaugeMetricFamily(
+            "inbots_deliveries_stalled", "Stalled deliveries.", counts["stalled"]
+        )
+        yield GaugeMetricFamily(
+            "inbots_deliveries_failed_now", "Failed deliveries not acknowledged.", counts["failed"]
+        )
+        yield GaugeMetricFamily(
+            "inbots_oldest_stalled_seconds",
+            "How long the longest-stuck stalled delivery has not moved (0: none).",
+            _seconds_since(now, oldest_stalled),
+        )
+        yield GaugeMetricFamily(
+            "inbots_oldest_unnotified_seconds",
+            "Age of the oldest webhook notification still owed (0: none).",
+            _seconds_since(now, oldest_unnotified),
+        )
+        agents = GaugeMetricFamily("inbots_agents", "Agents not archived.", labels=["status"])
+        agents.add_metric(["active"], seen)
+        agents.add_metric(["never_connected"], never)
+        yield agents
+        depth = self._queue_depths()
+        if depth is not None:
+            queues = GaugeMetricFamily(
+                "inbots_notify_queue_depth", "Jobs waiting in the broker.", labels=["queue"]
+            )
+            for queue, n in depth.items():
+                queues.add_metric([queue], n)
+            yield queues
+
+    def _queue_depths(self) -> dict[str, int] | None:
+        """Waiting jobs per queue, from Redis (Celery keeps a queue as a list of its name)."""
+        if not self.settings.broker_url:
+            return None
+        import redis
+
+        client = redis.Redis.from_url(
+            self.settings.broker_url, socket_timeout=1, socket_connect_timeout=1
+        )
+        try:
+            return {q: int(client.llen(q)) for q in (NOTIFY_QUEUE, RETRY_QUEUE, SWEEP_QUEUE)}
+        except redis.RedisError as exc:
+            log.warning("queue depth unavailable: %s", type(exc).__name__)
+            return None
+        finally:
+            client.close()
+
+
+def render(db: Database, settings: Settings) -> bytes:
+    """The exposition text: this process's event counters, then the database's gauges."""
+    scrape = CollectorRegistry(auto_describe=False)
+    scrape.register(DatabaseCollector(db, settings))
+    try:
+        state, up = generate_latest(scrape), 1
+    except Exception as exc:  # a scrape must still answer (and say the database is down)
+        log.warning("metrics could not read the database: %s", type(exc).__name__)
+        state, up = b"", 0
+    health = CollectorRegistry(auto_describe=False)
+    health.register(_Constant("inbots_database_up", "The database answered this scrape.", up))
+    return generate_latest() + state + generate_latest(health)
+
+
+class _Constant(Collector):
+    def __init__(self, name: str, doc: str, value: float) -> None:
+        self.family = GaugeMetricFamily(name, doc, value)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield self.family

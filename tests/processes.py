@@ -1,0 +1,98 @@
+"""Real processes for tests: the installed ``inbots`` command and a running ``inbots serve``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import free_port
+
+
+def inbots_executable() -> str:
+    beside = Path(sys.executable).parent / "inbots"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("inbots")
+    assert found, "the inbots command is not installed"
+    return found
+
+
+def clean_env(tmp_path: Path, **settings: str) -> dict[str, str]:
+    """The test process's environment without any INBOTS_ setting (nor a terminal width), plus
+    ``settings``. The working directory is ``tmp_path``, so no stray ``.env`` is read."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("INBOTS_") and k not in ("COLUMNS", "LINES")
+    }
+    env["PYTHONUNBUFFERED"] = "1"
+    env["HOME"] = str(tmp_path)
+    env["XDG_DATA_HOME"] = str(tmp_path / "data")
+    env.setdefault("INBOTS_DATABASE_URL", f"sqlite:///{tmp_path / 'never-used.db'}")
+    env.update(settings)
+    return env
+
+
+# --- a real server --------------------------------------------------------------------------
+
+
+@dataclass
+class Served:
+    url: str
+    process: subprocess.Popen[str]
+    output: str = ""
+
+
+@contextmanager
+def serve(tmp_path: Path, **settings: str) -> Iterator[Served]:
+    port = free_port()
+    env = clean_env(
+        tmp_path,
+        INBOTS_DATABASE_URL=f"sqlite:///{tmp_path / 'inbots.db'}",
+        INBOTS_PORT=str(port),
+        **settings,
+    )
+    process = subprocess.Popen(
+        [inbots_executable(), "serve"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    served = Served(f"http://127.0.0.1:{port}", process)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if process.poll() is not None:
+                out = process.stdout.read() if process.stdout else ""
+                pytest.fail(f"inbots serve exited with {process.returncode}:\n{out}")
+            try:
+                if httpx.get(served.url + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("inbots serve did not answer /healthz within 30 s")
+            time.sleep(0.1)
+        yield served
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        served.output = process.stdout.read() if process.stdout else ""
