@@ -11,7 +11,16 @@ from starlette.routing import Route
 from inbots import __version__
 from inbots.api import errors
 from inbots.api.limits import BodyLimit
-from inbots.api.routes import agents, deliveries, health, inbox, stats, threads, webhooks
+from inbots.api.routes import (
+    agents,
+    deliveries,
+    health,
+    inbox,
+    metrics,
+    stats,
+    threads,
+    webhooks,
+)
 from inbots.config import Settings, get_settings
 from inbots.db.engine import Database
 from inbots.deliveries.dispatcher import LocalDispatcher
@@ -20,6 +29,7 @@ from inbots.deliveries.notify import Engine, make_client
 from inbots.hooks import Hooks, RedisRelay
 from inbots.jobs import CeleryPublisher
 from inbots.mcp.server import McpEndpoint
+from inbots.observability.logs import configure_logging
 from inbots.wakeups import WakeupHub
 
 
@@ -47,7 +57,9 @@ def build_hooks(
     return Hooks(publisher=CeleryPublisher(settings), relay=relay), relay.start, relay.stop
 
 
-def create_app(settings: Settings | None = None, db: Database | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None, db: Database | None = None, *, configure_logs: bool = True
+) -> FastAPI:
     settings = settings or get_settings()
     database = db or Database(settings)
     owns_db = db is None
@@ -57,6 +69,8 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if configure_logs:
+            configure_logging(settings)  # after uvicorn set its own up, so its lines come too
         start()
         try:
             async with mcp.running():
@@ -82,6 +96,7 @@ def create_app(settings: Settings | None = None, db: Database | None = None) -> 
         v1.include_router(module.router)
     app.include_router(v1)
     app.include_router(health.router)
+    app.include_router(metrics.router)
     app.router.routes.append(Route("/mcp", mcp, include_in_schema=False))  # see docs/mcp.md
     errors.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.request_body_max_bytes)

@@ -24,10 +24,10 @@ REDACTED = "[redacted]"
 _SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b(?:agt|ops)_[A-Za-z0-9_\-]{16,}"), REDACTED),
     (re.compile(r"\bwhsec_[A-Za-z0-9+/=_\-]{16,}"), REDACTED),
-    (re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=\-]{8,}"), rf"\1 {REDACTED}"),
+    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{8,}"), rf"\1 {REDACTED}"),
     (
         re.compile(
-            r"(?i)\b(api_key|apikey|token|secret|signing_secret|password|authorization)"
+            r"(?i)\b(api_key|apikey|token|secret|signing_secret|password)"
             r"(\"?\s*[:=]\s*\"?)[^\s\"',;&]+"
         ),
         rf"\1\2{REDACTED}",

@@ -1,0 +1,190 @@
+"""What the operator reads off the service: ``GET /v1/stats`` and ``/metrics``, checked against a
+workspace whose every delivery state the test made itself (real receivers on loopback, the
+embedded dispatcher and renotify timer)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.helpers import Api, Caller
+from tests.receivers import always, receiver
+
+SECRET_BODY = "the launch code is zebra-7f3a-quartz, tell no one"
+
+
+@pytest.fixture
+def settings_overrides() -> dict[str, object]:
+    return {
+        "retry_schedule": "0.05",  # two attempts, then failed
+        "retry_jitter": 0,
+        "webhook_timeout_seconds": 2,
+        "stall_seconds": 0.8,
+        "renotify_interval_seconds": 0.2,
+        "new_agent_grace_seconds": 0.01,
+    }
+
+
+@dataclass
+class Scene:
+    secrets: list[str]  # every key, token and signing secret the test saw
+    ids: list[str]
+
+
+def wait_until(check: Any, timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def state_counts(api: Api) -> dict[str, int]:
+    stats = api.ok("GET", "/stats")
+    return {k: v for k, v in stats["deliveries"].items() if v}
+
+
+@pytest.fixture
+def scene(api: Api) -> Iterator[Scene]:
+    """Five agents, three threads, three deliveries: one acknowledged, one failed, one stalled."""
+    with receiver(always(204)) as ok_hook, receiver(always(500)) as bad_hook:
+        poller = api.agent("poller")
+        hooked_made = api.ok(
+            "POST", "/agents", 201, json={"name": "hooked", "webhook_url": ok_hook.url}
+        )
+        broken_made = api.ok(
+            "POST", "/agents", 201, json={"name": "broken", "webhook_url": bad_hook.url}
+        )
+        api.agent("ghost")
+        gone = api.agent("gone")
+        api.ok("POST", "/agents/gone/archive")
+
+        work = poller.open_thread("Work", ["hooked", "broken", "ghost"])
+        sent = poller.send(work["id"], SECRET_BODY, summary="short")
+        by_recipient = {d["recipient"]: d["id"] for d in sent["deliveries"]}
+        hooked = Caller(api.client, hooked_made["api_key"], "hooked")
+        wait_until(lambda: api.delivery(by_recipient["hooked"])["state"] == "notified")
+        hooked.ok("POST", "/acks", json={"ids": [by_recipient["hooked"]]})
+
+        pending = poller.open_thread("Pending", ["ghost"])
+        poller.ok("POST", f"/threads/{pending['id']}/close-request", 202)
+        done = poller.open_thread("Done", ["ghost"])
+        api.ok("POST", f"/threads/{done['id']}/close")
+
+        wait_until(
+            lambda: state_counts(api) == {"acknowledged": 1, "failed": 1, "stalled": 1, "total": 3}
+        )
+        yield Scene(
+            secrets=[
+                api.token,
+                poller.token,
+                gone.token,
+                hooked_made["api_key"],
+                broken_made["api_key"],
+                hooked_made["webhook"]["signing_secret"],
+                broken_made["webhook"]["signing_secret"],
+            ],
+            ids=[sent["message"]["id"], work["id"], *by_recipient.values()],
+        )
+
+
+def test_stats_count_what_the_workspace_holds(api: Api, other_api: Api, scene: Scene) -> None:
+    stats = api.ok("GET", "/stats")
+    assert stats["deliveries"] == {
+        "acknowledged": 1,
+        "fetched": 0,
+        "delivered": 0,
+        "failed": 1,
+        "stalled": 1,
+        "notified": 0,
+        "accepted": 0,
+        "total": 3,
+    }
+    assert stats["agents"] == {"total": 4, "active": 2, "never_connected": 2, "archived": 1}
+    assert stats["threads"] == {"open": 1, "close_requested": 1, "closed": 1}
+    assert stats["failed_last_hour"] == 1
+    assert stats["attempts_failed_last_hour"] == 2
+    assert stats["oldest_stalled_seconds"] >= 0.8
+    assert stats["oldest_unnotified_seconds"] is None  # the failed one is owed nothing more
+    # Each state count is what the listing of that state returns.
+    for state in ("acknowledged", "failed", "stalled"):
+        listed = api.ok("GET", "/deliveries", params={"state": state})["items"]
+        assert len(listed) == stats["deliveries"][state]
+    # Another workspace on the same server sees none of it.
+    theirs = other_api.ok("GET", "/stats")
+    assert theirs["deliveries"]["total"] == 0 and theirs["agents"]["total"] == 0
+
+
+def test_stats_are_for_the_operator_only(api: Api) -> None:
+    agent = api.agent("nosy")
+    response = agent.get("/stats")
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "forbidden"
+    assert api.client.get("/v1/stats").status_code == 401
+
+
+def scrape(
+    client: httpx.Client, **kw: Any
+) -> tuple[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]]:
+    response = client.get("/metrics", **kw)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/plain")
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(response.text)
+        for s in family.samples
+    }
+    return response.text, samples
+
+
+def value(samples: dict[Any, float], name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def test_metrics_match_what_happened(api: Api, request: pytest.FixtureRequest) -> None:
+    # Event counters live in this (test) process and add up across tests: compare the change.
+    _, before = scrape(api.client)
+    scene: Scene = request.getfixturevalue("scene")
+    text, after = scrape(api.client)
+
+    def grew(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert grew("inbots_messages_accepted_total") == 1
+    assert grew("inbots_deliveries_created_total") == 3
+    assert grew("inbots_webhook_attempts_total", outcome="ok", status_class="2xx") == 1
+    assert grew("inbots_webhook_attempts_total", outcome="http_500", status_class="5xx") == 2
+    assert grew("inbots_webhook_attempt_duration_seconds_count") == 3
+    assert grew("inbots_notify_latency_seconds_count") == 1
+    assert grew("inbots_deliveries_failed_total", why="attempts_exhausted") == 1
+    assert grew("inbots_renotify_runs_total") >= 1
+    assert grew("inbots_renotify_actions_total", action="stalled") == 1
+    assert grew("inbots_publish_failures_total") == 0
+    # Gauges come from the database: exact.
+    for state, count in {"acknowledged": 1, "failed": 1, "stalled": 1, "accepted": 0}.items():
+        assert value(after, "inbots_deliveries", state=state) == count
+    assert value(after, "inbots_deliveries_stalled") == 1
+    assert value(after, "inbots_agents", status="active") == 2
+    assert value(after, "inbots_agents", status="never_connected") == 2
+    assert value(after, "inbots_oldest_stalled_seconds") >= 0.8
+    assert value(after, "inbots_oldest_unnotified_seconds") == 0
+    assert value(after, "inbots_database_up") == 1
+    # Counts only: no key, token, secret, body or id.
+    for needle in [*scene.secrets, *scene.ids, SECRET_BODY, "zebra-7f3a"]:
+        assert needle not in text
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+@pytest.mark.parametrize("settings_overrides", [{"metrics_token": "scrape-me-please"}])
+def test_metrics_token_guards_the_endpoint(api: Api) -> None:
+    refused = api.client.get("/metrics")
+    assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthorized"
+    wrong = api.client.get("/metrics", headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+    _, samples = scrape(api.client, headers={"Authorization": "Bearer scrape-me-please"})
+    assert value(samples, "inbots_database_up") == 1
