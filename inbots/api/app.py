@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import APIRouter, FastAPI
 from starlette.routing import Route
 
-from inbots import __version__
+from inbots import __version__, dashboard
 from inbots.api import errors
 from inbots.api.limits import BodyLimit
 from inbots.api.routes import (
@@ -96,6 +96,7 @@ def create_app(
         v1.include_router(module.router)
     app.include_router(v1)
     app.include_router(health.router)
+    dashboard.install(app)  # the operator pages at / (see docs/dashboard.md)
     app.include_router(metrics.router)
     app.router.routes.append(Route("/mcp", mcp, include_in_schema=False))  # see docs/mcp.md
     errors.install(app)

@@ -94,3 +94,32 @@ def touch(uow: UnitOfWork, caller: Caller) -> None:
         )
         .values(last_seen_at=now)
     )
+
+
+def authenticate_operator(uow: UnitOfWork, token: str) -> tuple[str, Caller]:
+    """Resolve a raw operator token (the dashboard's sign-in) to its token row's id and the
+    operator caller, or 401. Agent keys are refused: only the operator signs in."""
+    token = token.strip()
+    if not tokens.looks_like(token, tokens.OPERATOR_TOKEN_PREFIX):
+        raise Unauthorized(_BAD_TOKEN)
+    caller = authenticate(uow, token)
+    token_id = uow.session.scalar(
+        select(OperatorToken.id).where(OperatorToken.token_hash == tokens.hash_token(token))
+    )
+    if token_id is None:  # revoked between the two reads
+        raise Unauthorized(_BAD_TOKEN)
+    return token_id, caller
+
+
+def operator_by_token_id(uow: UnitOfWork, token_id: str) -> Caller:
+    """The operator caller for an operator token row that still exists, or 401. A dashboard
+    session holds only the row's id, so revoking the token ends the session."""
+    row = uow.session.execute(
+        select(Agent)
+        .join(OperatorToken, OperatorToken.workspace_id == Agent.workspace_id)
+        .where(OperatorToken.id == token_id, Agent.kind == KIND_OPERATOR)
+    ).first()
+    if row is None:
+        raise Unauthorized("The operator token of this session no longer exists; sign in again.")
+    operator: Agent = row[0]
+    return Caller(operator.workspace_id, operator.id, operator.username, True)

@@ -1,0 +1,32 @@
+"""The operator dashboard: server-rendered pages at ``/`` (see docs/dashboard.md).
+
+:func:`install` mounts it on the app: the routes, the static files and the two exception
+handlers (sign-in needed, CSRF rejected).
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from inbots.dashboard.render import STATIC
+from inbots.dashboard.routes import (
+    STATIC_PATH,
+    CsrfRejected,
+    LoginRequired,
+    on_csrf_rejected,
+    on_login_required,
+    router,
+)
+from inbots.dashboard.session import Sessions, signing_key
+
+__all__ = ["install"]
+
+
+def install(app: FastAPI) -> None:
+    """Mount the dashboard on ``app`` (whose ``state.settings`` is already set)."""
+    app.state.dashboard_sessions = Sessions(signing_key(app.state.settings))
+    app.include_router(router)
+    app.mount(STATIC_PATH, StaticFiles(directory=STATIC), name="dashboard-static")
+    app.add_exception_handler(LoginRequired, on_login_required)
+    app.add_exception_handler(CsrfRejected, on_csrf_rejected)

@@ -1,0 +1,104 @@
+"""What each page shows, built in the request's unit of work from the same service functions the
+API calls (plus :mod:`inbots.dashboard.queries`). Each returns the template's variables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from inbots.agents import service as agents
+from inbots.agents.schemas import AgentRead
+from inbots.auth.service import Caller
+from inbots.dashboard import queries
+from inbots.db.uow import UnitOfWork
+from inbots.deliveries import service as deliveries
+from inbots.deliveries.schemas import AttemptRead, DeliveryRead
+from inbots.stats.service import get_stats
+from inbots.threads import service as threads
+from inbots.threads.models import CLOSE_REQUESTED
+
+OPS_LIMIT = 50  # stalled and failed deliveries listed on the overview, each
+
+
+@dataclass(frozen=True)
+class OpsRow:
+    delivery: DeliveryRead
+    context: queries.DeliveryContext | None
+    attempts: list[AttemptRead]
+
+
+def _ops_rows(uow: UnitOfWork, caller: Caller, items: list[DeliveryRead]) -> list[OpsRow]:
+    ids = [d.id for d in items]
+    context = queries.delivery_context(uow, caller.workspace_id, ids)
+    attempts = queries.attempts_for(uow, ids)
+    return [OpsRow(d, context.get(d.id), attempts.get(d.id, [])) for d in items]
+
+
+def overview(uow: UnitOfWork, caller: Caller) -> dict[str, Any]:
+    """Counters, and the stalled and failed deliveries with their attempt logs."""
+    stats = get_stats(uow, caller)
+    stalled = deliveries.list_deliveries(uow, caller, state="stalled", limit=OPS_LIMIT).items
+    failed = deliveries.list_deliveries(uow, caller, state="failed", limit=OPS_LIMIT).items
+    return {
+        "stats": stats,
+        "stalled": _ops_rows(uow, caller, stalled),
+        "failed": _ops_rows(uow, caller, failed),
+        "ops_limit": OPS_LIMIT,
+    }
+
+
+def _activity_rank(agent: AgentRead) -> int:
+    if agent.active:
+        return 0
+    if agent.never_connected:
+        return 2
+    return 1
+
+
+def agent_list(uow: UnitOfWork, caller: Caller) -> dict[str, Any]:
+    """Agents grouped (current, archived) with each webhook's health."""
+    everyone = agents.list_agents(uow, caller)
+    current = sorted(
+        (a for a in everyone if a.status != "archived"),
+        key=lambda a: (_activity_rank(a), a.username),
+    )
+    archived = [a for a in everyone if a.status == "archived"]
+    health = queries.webhook_health(
+        uow, caller.workspace_id, [a.id for a in everyone if a.webhook_url]
+    )
+    return {
+        "current": current,
+        "archived": archived,
+        "health": health,
+        "counts": {
+            "active": sum(1 for a in current if a.active),
+            "never_connected": sum(1 for a in current if a.never_connected),
+            "archived": len(archived),
+            "webhooks": sum(1 for a in current if a.webhook_url),
+        },
+        "health_window": queries.HEALTH_WINDOW,
+    }
+
+
+def thread_list(uow: UnitOfWork, caller: Caller, status: str | None) -> dict[str, Any]:
+    """Threads (optionally of one status), and the pending close requests."""
+    limit = uow.settings.list_max
+    items = threads.list_threads(uow, caller, status=status, limit=limit)
+    pending = (
+        items
+        if status == CLOSE_REQUESTED
+        else threads.list_threads(uow, caller, status=CLOSE_REQUESTED, limit=limit)
+    )
+    return {"threads": items, "pending": pending, "status": status or "", "limit": limit}
+
+
+def thread_view(uow: UnitOfWork, caller: Caller, thread_id: str) -> dict[str, Any]:
+    """One thread, every message, every recipient's receipt."""
+    return {"thread": threads.get_thread(uow, caller, thread_id)}
+
+
+def delivery_view(uow: UnitOfWork, caller: Caller, delivery_id: str) -> dict[str, Any]:
+    """One receipt and its whole attempt log."""
+    detail = deliveries.get_delivery(uow, caller, delivery_id)
+    context = queries.delivery_context(uow, caller.workspace_id, [detail.id]).get(detail.id)
+    return {"delivery": detail, "context": context}

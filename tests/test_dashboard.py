@@ -1,0 +1,424 @@
+"""The operator dashboard, driven through a real headless Chromium against a real server.
+
+Each test is one scenario and asserts on what the browser shows (and, for actions, on what the
+API then says). Screenshots of every page go to ``$INBOTS_SCREENSHOTS`` (default
+``build/screenshots``). SQLite only: the pages run the same services the API tests cover on both
+databases.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import delete
+
+from inbots.db.engine import Database
+from inbots.db.uow import unit_of_work
+from inbots.workspaces.models import OperatorToken
+from tests.helpers import Api
+from tests.receivers import always, receiver
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+SHOTS = Path(os.environ.get("INBOTS_SCREENSHOTS", "build/screenshots"))
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+FAST = {"retry_schedule": "0.2,0.4,0.8", "webhook_timeout_seconds": 1.0, "publish_lost_seconds": 8}
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.common.exceptions import TimeoutException  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+
+@pytest.fixture
+def backend() -> str:
+    return "sqlite"
+
+
+@pytest.fixture
+def settings_overrides() -> dict[str, object]:
+    return dict(FAST)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[WebDriver]:
+    """One headless Chromium for the whole module, with a throwaway profile."""
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    if missing:
+        reason = f"headless browser tests need {' and '.join(missing)}"
+        if IN_CI:
+            pytest.fail(reason + " (CI=true: they must run)")
+        pytest.skip(reason)
+    os.environ.setdefault("SE_OFFLINE", "true")  # Selenium Manager must not download anything
+    profile = tempfile.mkdtemp(prefix="inbots-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1366,900",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    driver.set_page_load_timeout(20)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+class Dashboard:
+    """The browser pointed at one test's server."""
+
+    def __init__(self, driver: WebDriver, base_url: str) -> None:
+        self.driver = driver
+        self.base_url = base_url
+
+    def go(self, path: str) -> None:
+        self.driver.get(self.base_url + path)
+
+    def path(self) -> str:
+        url: str = self.driver.current_url
+        return url.removeprefix(self.base_url)
+
+    def find(self, css: str) -> WebElement:
+        return self.driver.find_element(By.CSS_SELECTOR, css)
+
+    def find_all(self, css: str) -> list[WebElement]:
+        return self.driver.find_elements(By.CSS_SELECTOR, css)
+
+    def wait(self, condition: Callable[[], Any], timeout: float = 10, what: str = "") -> Any:
+        try:
+            return WebDriverWait(self.driver, timeout, poll_frequency=0.1).until(
+                lambda _d: condition()
+            )
+        except TimeoutException:
+            raise AssertionError(f"timed out waiting for {what or condition}") from None
+
+    def wait_for(self, css: str, timeout: float = 10) -> WebElement:
+        def present() -> WebElement | None:
+            found = self.find_all(css)
+            return found[0] if found else None
+
+        element: WebElement = self.wait(present, timeout, css)
+        return element
+
+    def sign_in(self, token: str, *, navigate: bool = True) -> None:
+        if navigate:
+            self.go("/login")
+        field = self.wait_for("#token")
+        field.clear()
+        field.send_keys(token)
+        self.find("#sign-in").click()
+
+    def flash(self) -> str:
+        text: str = self.wait_for("#flash").text
+        return text
+
+    def session_cookie(self) -> dict[str, Any]:
+        cookies = {c["name"]: c for c in self.driver.get_cookies()}
+        assert "inbots_session" in cookies, cookies
+        return cookies["inbots_session"]
+
+    def shot(self, name: str) -> Path:
+        """Save the whole page (the window grows to fit it for the picture) and check the PNG."""
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        path = SHOTS / f"{name}.png"
+        size = self.driver.get_window_size()
+        height = self.driver.execute_script("return document.documentElement.scrollHeight")
+        self.driver.set_window_size(size["width"], min(max(int(height) + 120, 900), 2400))
+        try:
+            assert self.driver.save_screenshot(str(path))
+        finally:
+            self.driver.set_window_size(size["width"], size["height"])
+        data = path.read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 1000, path
+        return path
+
+
+@pytest.fixture
+def dash(browser: WebDriver, api: Api) -> Dashboard:
+    """The shared browser, signed out, for this test's server. Cookies ignore the port, so the
+    previous test's session cookie is dropped first."""
+    page = Dashboard(browser, api.base_url)
+    page.go("/login")
+    browser.delete_all_cookies()
+    return page
+
+
+@pytest.fixture
+def signed_in(dash: Dashboard, api: Api) -> Dashboard:
+    dash.sign_in(api.token)
+    dash.wait(lambda: dash.path() == "/", what="the overview after sign-in")
+    return dash
+
+
+def wait_state(api: Api, delivery_id: str, state: str, timeout: float = 15) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        receipt = api.delivery(delivery_id)
+        if receipt["state"] == state:
+            return receipt
+        assert time.monotonic() < deadline, f"{delivery_id} stayed {receipt['state']}"
+        time.sleep(0.05)
+
+
+def test_sign_in_with_the_operator_token_and_a_wrong_token_is_refused(
+    dash: Dashboard, api: Api
+) -> None:
+    dash.sign_in("ops_" + "x" * 43)
+    assert "not an operator token" in dash.wait_for("#login-error").text
+    assert dash.path().startswith("/login")
+    dash.shot("login-error")
+
+    dash.sign_in(api.token)
+    dash.wait(lambda: dash.path() == "/", what="the overview")
+    assert dash.find("main h1").text == "Overview"
+    assert dash.find("#sign-out").is_displayed()
+
+    cookie = dash.session_cookie()
+    assert cookie["httpOnly"] is True
+    assert cookie["sameSite"] == "Strict"
+    assert api.token not in cookie["value"] and api.token[4:] not in cookie["value"]
+    assert dash.driver.execute_script("return document.cookie") == ""  # invisible to scripts
+
+
+def test_unauthenticated_pages_redirect_to_login(dash: Dashboard, api: Api) -> None:
+    dash.go("/agents")
+    dash.wait(lambda: dash.path().startswith("/login"), what="the sign-in page")
+    assert dash.path() == "/login?next=/agents"
+    assert dash.find("#token").is_displayed()
+    dash.shot("login")
+
+    for path in ("/", "/agents", "/threads", "/threads/th_nope", "/deliveries/dlv_nope"):
+        answer = httpx.get(api.base_url + path, follow_redirects=False)
+        assert answer.status_code == 303, path
+        assert answer.headers["location"].startswith("/login"), path
+
+    dash.go("/agents")
+    dash.wait(lambda: dash.path().startswith("/login"), what="the sign-in page")
+    dash.sign_in(api.token, navigate=False)  # and after signing in, back where it started
+    dash.wait(lambda: dash.path() == "/agents", what="the agents page")
+
+
+def test_agents_page_shows_agents_and_webhook_health(signed_in: Dashboard, api: Api) -> None:
+    api.agent("builder", "Builds things")
+    api.ok("POST", "/agents", 201, json={"name": "never-here"})
+    with receiver(always(204)) as hook:
+        api.ok("POST", "/agents", 201, json={"name": "pusher", "webhook_url": hook.url})
+        sender = api.agent("sender")
+        thread = sender.open_thread("Ping", ["pusher"])
+        delivery_id = sender.send(thread["id"], "ping")["deliveries"][0]["id"]
+        wait_state(api, delivery_id, "notified")
+    archived = api.agent("retired")
+    api.ok("POST", "/agents/retired/archive")
+    assert archived.get("/me").status_code == 401
+
+    signed_in.go("/agents")
+    row = signed_in.wait_for('#agents tr[data-agent="builder"]')
+    assert "Builds things" in row.text
+    assert "polling" in row.text
+    assert signed_in.find('#agents tr[data-agent="sender"] .badge').text == "active"
+    pusher = signed_in.find('#agents tr[data-agent="pusher"]')
+    assert hook.url in pusher.text
+    health = pusher.find_element(By.CSS_SELECTOR, ".hook-health")
+    assert health.get_attribute("data-health") == "healthy"
+    assert "1 ok · 0 failed of last 1" in health.text
+    assert signed_in.find('#archived tr[data-agent="retired"]').text.count("archived") >= 1
+    assert not signed_in.find_all('#agents tr[data-agent="retired"]')
+    signed_in.shot("agents")
+
+
+def test_thread_view_shows_each_recipients_receipt(signed_in: Dashboard, api: Api) -> None:
+    planner = api.agent("planner")
+    alice = api.agent("alice")
+    api.agent("bob")
+    thread = planner.open_thread("Ship the release", ["alice", "bob"], goal="Tag and publish.")
+    sent = planner.send(thread["id"], "Please tag v1.2 and publish it.", summary="Tag v1.2")
+    message_id = sent["message"]["id"]
+    alice.ok("GET", f"/messages/{message_id}")
+    alice_delivery = next(d["id"] for d in sent["deliveries"] if d["recipient"] == "alice")
+    alice.ok("POST", "/acks", json={"ids": [alice_delivery], "outcome": "done", "note": "Tagged"})
+
+    signed_in.go(f"/threads/{thread['id']}")
+    card = signed_in.wait_for(f'article[data-message="{message_id}"]')
+    assert "Tag v1.2" in card.text and "Please tag v1.2" in card.text
+
+    def stamps(recipient: str) -> dict[str, bool]:
+        row = card.find_element(By.CSS_SELECTOR, f'tr[data-recipient="{recipient}"]')
+        cells = row.find_elements(By.CSS_SELECTOR, "td[data-stamp]")
+        return {
+            str(c.get_attribute("data-stamp")): "set" in str(c.get_attribute("class")).split()
+            for c in cells
+        }
+
+    alice_row = card.find_element(By.CSS_SELECTOR, 'tr[data-recipient="alice"]')
+    bob_row = card.find_element(By.CSS_SELECTOR, 'tr[data-recipient="bob"]')
+    assert alice_row.find_element(By.CSS_SELECTOR, ".badge").text == "acknowledged"
+    assert bob_row.find_element(By.CSS_SELECTOR, ".badge").text == "accepted"
+    assert stamps("alice") == {
+        "accepted": True,
+        "notified": False,
+        "delivered": True,
+        "fetched": True,
+        "acknowledged": True,
+        "failed": False,
+        "stalled": False,
+    }
+    assert stamps("bob") == {
+        "accepted": True,
+        "notified": False,
+        "delivered": False,
+        "fetched": False,
+        "acknowledged": False,
+        "failed": False,
+        "stalled": False,
+    }
+    fetched = alice_row.find_element(By.CSS_SELECTOR, 'td[data-stamp="fetched"] time')
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", fetched.get_attribute("title"))
+    assert "ago" in fetched.text or fetched.text == "just now"
+    assert "Tagged" in alice_row.text
+    signed_in.shot("thread")
+
+
+def test_operator_confirms_a_close_request_in_the_browser(signed_in: Dashboard, api: Api) -> None:
+    opener = api.agent("opener")
+    api.agent("helper")
+    done = opener.open_thread("Finished work", ["helper"])
+    opener.send(done["id"], "All done")
+    opener.ok("POST", f"/threads/{done['id']}/close-request", 202)
+    undecided = opener.open_thread("Not so fast", ["helper"])
+    opener.ok("POST", f"/threads/{undecided['id']}/close-request", 202)
+
+    signed_in.go("/threads")
+    request = signed_in.wait_for(f'#close-requests li[data-thread="{done["id"]}"]')
+    assert "Finished work" in request.text and "opener" in request.text
+    signed_in.shot("threads")
+    request.find_element(By.CSS_SELECTOR, '[data-action="confirm-close"]').click()
+    assert signed_in.flash() == "Thread closed."
+    assert api.ok("GET", f"/threads/{done['id']}")["status"] == "closed"
+    closed_row = signed_in.wait_for(f'#threads tr[data-thread="{done["id"]}"]')
+    assert closed_row.get_attribute("data-status") == "closed"
+
+    signed_in.go(f"/threads/{undecided['id']}")
+    signed_in.wait_for('#close-request [data-action="dismiss-close"]').click()
+    assert "open again" in signed_in.flash()
+    assert api.ok("GET", f"/threads/{undecided['id']}")["status"] == "open"
+    assert not signed_in.find_all("#close-request")
+
+
+def test_failed_delivery_is_listed_with_its_attempts_and_can_be_redelivered(
+    signed_in: Dashboard, api: Api
+) -> None:
+    with receiver(always(500, b"receiver exploded")) as hook:
+        api.ok("POST", "/agents", 201, json={"name": "broken", "webhook_url": hook.url})
+        sender = api.agent("sender")
+        thread = sender.open_thread("Will fail", ["broken"])
+        delivery_id = sender.send(thread["id"], "wake up")["deliveries"][0]["id"]
+        failed = wait_state(api, delivery_id, "failed")
+        assert failed["publish_count"] == 1
+
+        signed_in.go("/")
+        item = signed_in.wait_for(f'#failed article[data-delivery="{delivery_id}"]')
+        assert "broken" in item.text and "Will fail" in item.text
+        attempts = item.find_elements(By.CSS_SELECTOR, "tr.attempt")
+        assert len(attempts) == 4
+        assert all("500" in a.text and "http_500" in a.text and "ms" in a.text for a in attempts)
+        assert signed_in.find("#stat-failed .value").text == "1"
+        signed_in.shot("overview")
+
+        item.find_element(By.CSS_SELECTOR, '[data-action="redeliver"]').click()
+        assert delivery_id in signed_in.flash()
+        assert api.delivery(delivery_id)["publish_count"] == 2
+        hook.wait_for(5)  # the redelivery really went out
+
+        signed_in.go(f"/deliveries/{delivery_id}")
+        signed_in.wait(
+            lambda: len(signed_in.find_all("tr.attempt")) >= 5, what="the redelivery's attempt"
+        )
+        assert "failed" in signed_in.find("main h1").text
+        signed_in.shot("delivery")
+
+
+def test_thread_page_updates_without_reload(signed_in: Dashboard, api: Api) -> None:
+    writer = api.agent("writer")
+    api.agent("reader")
+    thread = writer.open_thread("Live", ["reader"])
+    writer.send(thread["id"], "first")
+    signed_in.go(f"/threads/{thread['id']}")
+    signed_in.wait_for("article.message")
+    signed_in.driver.execute_script("window.__sameDocument = 'yes';")
+
+    fresh = f"arrived while watching {uuid.uuid4().hex[:8]}"
+    writer.send(thread["id"], fresh)
+    signed_in.wait(lambda: fresh in signed_in.find("main").text, 12, "the new message")
+    assert signed_in.driver.execute_script("return window.__sameDocument") == "yes"
+    assert len(signed_in.find_all("article.message")) == 2
+
+
+def test_post_without_the_csrf_token_is_refused_and_changes_nothing(
+    signed_in: Dashboard, api: Api
+) -> None:
+    opener = api.agent("opener")
+    api.agent("helper")
+    thread = opener.open_thread("Guarded", ["helper"])
+    opener.ok("POST", f"/threads/{thread['id']}/close-request", 202)
+    cookies = {"inbots_session": signed_in.session_cookie()["value"]}
+    close = f"{api.base_url}/threads/{thread['id']}/close"
+
+    with httpx.Client(cookies=cookies, follow_redirects=False) as client:
+        page = client.get(f"{api.base_url}/threads")
+        assert page.status_code == 200
+        match = re.search(r'name="csrf" value="([^"]+)"', page.text)
+        assert match
+        csrf = match.group(1)
+
+        assert client.post(close, data={"next": "/threads"}).status_code == 403
+        assert client.post(close, data={"csrf": "wrong", "next": "/threads"}).status_code == 403
+        foreign = client.post(close, data={"csrf": csrf}, headers={"Origin": "http://evil.example"})
+        assert foreign.status_code == 403
+        assert "nothing was changed" in foreign.text
+        assert api.ok("GET", f"/threads/{thread['id']}")["status"] == "close_requested"
+
+        accepted = client.post(close, data={"csrf": csrf, "next": "/threads"})
+        assert accepted.status_code == 303
+        assert api.ok("GET", f"/threads/{thread['id']}")["status"] == "closed"
+
+
+def test_revoking_the_operator_token_ends_the_session(
+    signed_in: Dashboard, api: Api, database: Database
+) -> None:
+    with unit_of_work(database) as uow:
+        uow.session.execute(delete(OperatorToken))
+    signed_in.go("/threads")
+    signed_in.wait(lambda: signed_in.path().startswith("/login"), what="the sign-in page")
+    assert "session has ended" in signed_in.flash()
+
+
+def test_an_unknown_thread_shows_a_friendly_message(signed_in: Dashboard) -> None:
+    signed_in.go("/threads/th_00000000000000000000000000")
+    message = signed_in.wait_for("#error-message").text
+    assert "th_00000000000000000000000000" in message
+    assert "Not found" in signed_in.find("main h1").text
