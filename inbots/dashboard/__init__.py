@@ -6,6 +6,8 @@ handlers (sign-in needed, CSRF rejected).
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
@@ -22,9 +24,16 @@ from inbots.dashboard.session import Sessions, signing_key
 
 __all__ = ["install"]
 
+log = logging.getLogger(__name__)
+
 
 def install(app: FastAPI) -> None:
     """Mount the dashboard on ``app`` (whose ``state.settings`` is already set)."""
+    if not app.state.settings.session_secret and not app.state.settings.embedded:
+        log.warning(
+            "INBOTS_SESSION_SECRET is not set: dashboard sessions are signed with a key of this"
+            " process only, so they end on restart and fail on the other web processes"
+        )
     app.state.dashboard_sessions = Sessions(signing_key(app.state.settings))
     app.include_router(router)
     app.mount(STATIC_PATH, StaticFiles(directory=STATIC), name="dashboard-static")

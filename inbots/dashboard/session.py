@@ -31,10 +31,7 @@ _PROCESS_KEY = secrets.token_urlsafe(32)  # used only when no INBOTS_SESSION_SEC
 
 def signing_key(settings: Settings) -> str:
     """``settings.session_secret`` when set, else this process's random key."""
-    configured: Any = getattr(settings, "session_secret", "") or ""
-    if hasattr(configured, "get_secret_value"):  # a SecretStr
-        configured = configured.get_secret_value()
-    return str(configured) or _PROCESS_KEY
+    return settings.session_secret or _PROCESS_KEY
 
 
 @dataclass
