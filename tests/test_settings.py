@@ -177,6 +177,7 @@ def test_serve_starts_and_prints_the_operator_token_once(tmp_path: Path) -> None
         assert ready.status_code == 200, ready.text
     tokens = TOKEN.findall(first.output)
     assert len(tokens) == 1, first.output
+    assert f"Dashboard: {first.url}/" in first.output
     token = tokens[0]
     assert len(token) - len("ops_") >= 43
 

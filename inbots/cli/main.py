@@ -1,6 +1,7 @@
-"""``inbots``: run the service and manage its database.
+"""``inbots``: run the service, manage its database, and operate a running server over HTTP.
 
 Every error is one line on stderr and a non-zero exit code; no tracebacks for expected failures.
+The exit codes are listed in :mod:`inbots.cli.client` and ``docs/cli.md``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 
+from inbots.cli import ops
+from inbots.cli.client import EXIT_USAGE, CliError, report
 from inbots.config import Settings, SettingsError, load_settings
 
 app = typer.Typer(
@@ -26,16 +29,20 @@ workspace_app = typer.Typer(
 )
 app.add_typer(db_app, name="db")
 app.add_typer(workspace_app, name="workspace")
+# The operator commands, over HTTP (inbots/cli/ops.py).
+app.add_typer(ops.agents_app, name="agents")
+app.add_typer(ops.webhook_app, name="webhook")
+app.add_typer(ops.threads_app, name="threads")
+app.add_typer(ops.deliveries_app, name="deliveries")
+app.command("post")(ops.post)
+app.command("stats")(ops.stats)
+app.command("watch")(ops.watch)
 
 out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
-
-EXIT_USAGE = 2
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    err.print(f"[bold red]inbots:[/] {message}", highlight=False)
-    raise typer.Exit(code)
+    raise CliError(message, code)
 
 
 def settings_or_exit(**overrides: object) -> Settings:
@@ -70,7 +77,8 @@ def serve(
     base = f"http://{settings.host}:{settings.port}"
     out.print(f"[bold]Inbots[/] on {base}  (database: {_redact(settings.database_url)})")
     _print_minted(seeded.minted_token)
-    out.print(f"API: {base}/v1   OpenAPI: {base}/openapi.json")
+    out.print(f"Dashboard: {base}/   (sign in with the operator token)")
+    out.print(f"API: {base}/v1   OpenAPI: {base}/openapi.json   MCP: {base}/mcp")
     uvicorn.run(
         create_app(settings, db),
         host=settings.host,
@@ -179,12 +187,24 @@ def main() -> None:
     from inbots.errors import InbotsError
 
     try:
-        app()
-    except KeyboardInterrupt:
+        code = app(standalone_mode=False)
+    except (KeyboardInterrupt, typer.Abort):
         sys.exit(130)
+    except typer.TyperException as exc:  # CliError and usage errors: one line, no usage panel
+        if type(exc).__name__ != "NoArgsIsHelpError":  # that one has printed the help already
+            report(_with_hint(exc))
+        sys.exit(exc.exit_code)
     except InbotsError as exc:
-        err.print(f"[bold red]inbots:[/] {exc.message}", highlight=False)
+        report(exc.message)
         sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _with_hint(exc: typer.TyperException) -> str:
+    ctx = getattr(exc, "ctx", None)  # usage errors know their command
+    if ctx is None or isinstance(exc, CliError):
+        return exc.format_message()
+    return f"{exc.format_message()} (see '{ctx.command_path} --help')"
 
 
 if __name__ == "__main__":

@@ -1,0 +1,291 @@
+"""The operator CLI: the real ``inbots`` console script, run as a subprocess against a real server.
+
+SQLite only: the CLI is an HTTP client, the database behind the server does not change what it
+does (the API tests cover both backends)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import free_port
+from tests.helpers import Api
+from tests.receivers import always, receiver
+
+INBOTS = Path(sys.executable).parent / "inbots"
+FAST = {"retry_schedule": "0.2,0.4,0.8", "webhook_timeout_seconds": 1.0, "publish_lost_seconds": 8}
+# Polling agents' deliveries stall after a second; the sweep runs often enough to see it.
+STALLING = {**FAST, "stall_seconds": 1.0, "renotify_interval_seconds": 0.3}
+RED, YELLOW = "\x1b[1;31m", "\x1b[33m"
+
+
+@pytest.fixture
+def backend() -> str:
+    return "sqlite"
+
+
+@pytest.fixture
+def settings_overrides() -> dict[str, object]:
+    return dict(FAST)
+
+
+@dataclass
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        assert self.code == 0 and self.stderr == "", (self.code, self.stderr)
+        return json.loads(self.stdout)
+
+
+def cli_env(api: Api | None, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("INBOTS_", "FORCE_COLOR"))}
+    env |= {"COLUMNS": "200", "NO_COLOR": "", "TERM": "dumb"}
+    if api is not None:
+        env |= {"INBOTS_URL": api.base_url, "INBOTS_OPERATOR_TOKEN": api.token}
+    return env | extra
+
+
+def inbots(api: Api | None, *args: str, **env: str) -> Run:
+    """Run the console script; ``api`` supplies INBOTS_URL and INBOTS_OPERATOR_TOKEN."""
+    done = subprocess.run(
+        [str(INBOTS), *args], env=cli_env(api, **env), capture_output=True, text=True, timeout=30
+    )
+    return Run(done.returncode, done.stdout, done.stderr)
+
+
+def ok(api: Api, *args: str) -> Run:
+    run = inbots(api, *args)
+    assert run.code == 0, (run.code, run.stderr)
+    return run
+
+
+def assert_one_line_error(run: Run, code: int, *fragments: str) -> None:
+    assert run.code == code, (run.code, run.stdout, run.stderr)
+    assert run.stdout == ""
+    assert "Traceback" not in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert run.stderr.startswith("inbots: ")
+    for fragment in fragments:
+        assert fragment in run.stderr, run.stderr
+
+
+def wait_for(api: Api, delivery_id: str, check: Any, timeout: float = 10) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        receipt = api.delivery(delivery_id)
+        if check(receipt) or time.monotonic() > deadline:
+            return receipt
+        time.sleep(0.05)
+
+
+def test_agents_register_list_show_archive(api: Api) -> None:
+    created = inbots(
+        api, "agents", "register", "scout", "--description", "Finds things", "--json"
+    ).json()
+    assert created["username"] == "scout" and created["webhook"] is None
+    assert api.client.get(
+        "/v1/me", headers={"Authorization": f"Bearer {created['api_key']}"}
+    ).is_success
+
+    human = ok(api, "agents", "register", "pusher", "--webhook-url", "http://127.0.0.1:9/hook")
+    pusher = api.ok("GET", "/agents/pusher")
+    secret = api.ok("GET", f"/agents/{pusher['id']}/webhook")["signing_secret"]
+    assert "shown once" in human.stdout and "agt_" in human.stdout and secret in human.stdout
+
+    listed = inbots(api, "agents", "list", "--json").json()
+    assert listed == api.ok("GET", "/agents")
+    assert {a["username"] for a in listed["items"]} == {"scout", "pusher"}
+    table = ok(api, "agents", "list").stdout
+    assert "scout" in table and "pusher" in table and "agt_" not in table
+
+    assert inbots(api, "agents", "show", "scout", "--json").json() == api.ok("GET", "/agents/scout")
+    assert "Finds things" in ok(api, "agents", "show", created["id"]).stdout
+
+    assert inbots(api, "agents", "archive", "scout", "--json").json()["status"] == "archived"
+    assert "Archived @scout" in ok(api, "agents", "archive", "scout").stdout  # idempotent
+    assert api.ok("GET", "/agents/scout")["status"] == "archived"
+
+
+def test_webhook_set_show_rotate_remove(api: Api) -> None:
+    api.agent("hooked")
+    hook_url = "http://127.0.0.1:9/first"
+    assert inbots(api, "webhook", "set", "hooked", hook_url, "--json").json()["url"] == hook_url
+    stored = api.ok("GET", "/agents/hooked/webhook")
+    assert inbots(api, "webhook", "show", "hooked", "--json").json() == stored
+
+    shown = ok(api, "webhook", "show", "hooked").stdout
+    assert hook_url in shown and stored["signing_secret"] not in shown  # masked for people
+    assert stored["signing_secret"] in ok(api, "webhook", "show", "hooked", "--reveal").stdout
+
+    rotated = ok(api, "webhook", "rotate", "hooked").stdout
+    fresh = api.ok("GET", "/agents/hooked/webhook")
+    assert fresh["signing_secret"] != stored["signing_secret"]
+    assert fresh["signing_secret"] in rotated and fresh["previous_secret_expires_at"]
+
+    assert "Removed" in ok(api, "webhook", "remove", "hooked").stdout
+    assert api.get("/agents/hooked/webhook").status_code == 404
+    assert_one_line_error(inbots(api, "webhook", "show", "hooked"), 1, "not_found", "404")
+    rejected = inbots(api, "webhook", "set", "hooked", "ftp://example.com/x")
+    assert_one_line_error(rejected, 1, "422")
+
+
+def test_threads_post_show_close_dismiss(api: Api) -> None:
+    alice, bob = api.agent("alice"), api.agent("bob")
+    thread = alice.open_thread("Plan the launch", ["bob"], goal="A date")
+    tid = thread["id"]
+
+    listed = inbots(api, "threads", "list", "--json").json()
+    assert listed == api.ok("GET", "/threads") and listed["items"][0]["id"] == tid
+    assert "Plan the launch" in ok(api, "threads", "list").stdout
+
+    posted = inbots(
+        api, "post", tid, "Ship on Friday", "--summary", "Friday", "--kind", "decision", "--json"
+    ).json()
+    assert posted["message"]["body"] == "Ship on Friday"
+    assert posted["message"]["kind"] == "decision"
+    assert {d["recipient"] for d in posted["deliveries"]} == {"alice", "bob"}
+    assert "Posted msg_" in ok(api, "post", tid, "And bring cake").stdout
+
+    detail = inbots(api, "threads", "show", tid, "--json").json()
+    assert detail == api.ok("GET", f"/threads/{tid}")
+    assert [m["body"] for m in detail["messages"]] == ["Ship on Friday", "And bring cake"]
+    bob.inbox()  # bob's receipts move to delivered
+    human = ok(api, "threads", "show", tid).stdout
+    assert "Ship on Friday" in human and "operator" in human and "delivered" in human
+    for delivery in posted["deliveries"]:
+        assert delivery["id"] in human
+
+    assert_one_line_error(inbots(api, "threads", "dismiss", tid), 1, "409")
+    alice.ok("POST", f"/threads/{tid}/close-request", 202)
+    assert inbots(api, "threads", "dismiss", tid, "--json").json()["status"] == "open"
+    assert "is now closed" in ok(api, "threads", "close", tid).stdout
+    assert api.ok("GET", f"/threads/{tid}")["status"] == "closed"
+    assert inbots(api, "threads", "list", "--status", "closed", "--json").json()["items"][0][
+        "id"
+    ] == (tid)
+
+
+def test_deliveries_list_follows_pages_with_all(api: Api) -> None:
+    for name in ("ann", "ben", "cat"):
+        api.agent(name)
+    thread = api.open_thread("Fan out", ["ann", "ben", "cat"])
+    api.send(thread["id"], "to everyone")
+    everything = api.ok("GET", "/deliveries", params={"limit": 100})["items"]
+
+    one_page = inbots(api, "deliveries", "list", "--limit", "1", "--json").json()
+    assert len(one_page["items"]) == 1 and one_page["next_cursor"]
+    assert one_page["items"] == everything[:1]
+    every_page = inbots(api, "deliveries", "list", "--all", "--limit", "1", "--json").json()
+    assert every_page == {"items": everything, "next_cursor": None}
+
+    only_a2 = inbots(api, "deliveries", "list", "--agent", "ben", "--json").json()["items"]
+    assert [d["recipient"] for d in only_a2] == ["ben"]
+    table = ok(api, "deliveries", "list", "--thread", thread["id"]).stdout
+    assert all(d["id"] in table for d in everything)
+
+
+@pytest.mark.parametrize("settings_overrides", [STALLING])
+def test_failed_and_stalled_deliveries_are_listed_shown_redelivered_and_watched(
+    api: Api,
+) -> None:
+    with receiver(always(500, b"boom")) as hook:
+        api.ok("POST", "/agents", 201, json={"name": "broken", "webhook_url": hook.url})
+        api.agent("poller")
+        thread = api.open_thread("Doomed", ["broken", "poller"])
+        sent = api.send(thread["id"], "will fail")["deliveries"]
+        ids = {d["recipient"]: d["id"] for d in sent}
+        failed_id, stalled_id = ids["broken"], ids["poller"]
+        assert wait_for(api, failed_id, lambda r: r["state"] == "failed")["state"] == "failed"
+        assert wait_for(api, stalled_id, lambda r: r["state"] == "stalled")["state"] == "stalled"
+
+        failed = inbots(api, "deliveries", "list", "--state", "failed", "--json").json()
+        assert failed == api.ok("GET", "/deliveries", params={"state": "failed"})
+        assert [d["id"] for d in failed["items"]] == [failed_id]
+
+        shown = inbots(api, "deliveries", "show", failed_id, "--json").json()
+        assert shown == api.delivery(failed_id)
+        assert [a["reason"] for a in shown["attempts"]] == ["http_500"] * 4
+        log = ok(api, "deliveries", "show", failed_id).stdout
+        assert log.split("Attempts")[1].count("http_500") == 4 and "boom" in log
+
+        requests_before = len(hook.requests)
+        redelivered = inbots(api, "deliveries", "redeliver", failed_id, "--json").json()
+        assert redelivered["id"] == failed_id
+        after = wait_for(
+            api, failed_id, lambda r: any(a["trigger"] == "redeliver" for a in r["attempts"])
+        )
+        assert any(a["trigger"] == "redeliver" for a in after["attempts"])
+        assert len(hook.wait_for(requests_before + 1)) > requests_before
+
+        frame = inbots(api, "watch", "--once", FORCE_COLOR="1", TERM="xterm-256color")
+        assert frame.code == 0, frame.stderr
+        lines = frame.stdout.splitlines()
+        (failed_line,) = [line for line in lines if failed_id in line]
+        (stalled_line,) = [line for line in lines if stalled_id in line]
+        assert RED in failed_line and "failed" in failed_line
+        assert YELLOW in stalled_line and "stalled" in stalled_line
+        plain = ok(api, "watch", "--once", "--state", "failed").stdout
+        assert failed_id in plain and stalled_id not in plain and "\x1b[" not in plain
+
+        stats = inbots(api, "stats", "--json").json()
+        assert stats["deliveries"]["failed"] == 1 and stats["deliveries"]["stalled"] == 1
+        assert stats["deliveries"]["total"] == 2
+        assert stats["agents"]["total"] == 2 and stats["threads"]["open"] == 1
+        assert stats["deliveries"] == api.ok("GET", "/stats")["deliveries"]
+        assert "failed 1" in ok(api, "stats").stdout
+
+
+def test_watch_stops_cleanly_on_ctrl_c(api: Api) -> None:
+    watcher = subprocess.Popen(
+        [str(INBOTS), "watch", "--interval", "0.2"],
+        env=cli_env(api),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.5)  # start-up and a few refreshes
+    watcher.send_signal(signal.SIGINT)
+    stdout, stderr = watcher.communicate(timeout=10)
+    assert watcher.returncode == 0, stderr
+    assert "Traceback" not in stderr and "Recent deliveries" in stdout
+
+
+def test_errors_are_one_line_with_an_exit_code_per_kind(api: Api) -> None:
+    missing = inbots(api, "deliveries", "show", "dlv_nope")
+    assert_one_line_error(missing, 1, "not_found", "404")
+    bad_state = inbots(api, "deliveries", "list", "--state", "lost")
+    assert_one_line_error(bad_state, 1, "validation_error", "state")
+
+    wrong = inbots(api, "agents", "list", INBOTS_OPERATOR_TOKEN="ops_not_a_real_token")
+    assert_one_line_error(wrong, 4, "unauthorized", "401")
+    agent_key = api.agent("sneaky").token
+    assert_one_line_error(inbots(api, "stats", INBOTS_OPERATOR_TOKEN=agent_key), 4, "403")
+    assert agent_key not in wrong.stderr
+
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    assert_one_line_error(inbots(api, "stats", "--url", nowhere), 3, nowhere)
+    with receiver(always(500, b"down")) as broken:
+        failing = inbots(api, "deliveries", "redeliver", "dlv_x", "--url", f"{broken.url[:-5]}")
+    assert_one_line_error(failing, 3, "500")
+
+    assert_one_line_error(inbots(None, "agents", "list"), 2, "INBOTS_OPERATOR_TOKEN")
+    assert_one_line_error(inbots(api, "deliveries", "list", "--limit", "0"), 2, "--limit")
+    assert_one_line_error(inbots(api, "stats", "--url", "ftp://x"), 2, "INBOTS_URL")
+    assert_one_line_error(inbots(api, "agents", "lst"), 2, "No such command")
+
+
+def test_url_and_token_options_override_the_environment(api: Api) -> None:
+    run = inbots(None, "stats", "--json", "--url", api.base_url, "--token", api.token)
+    assert run.json()["agents"]["total"] == 0
