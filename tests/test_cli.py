@@ -283,6 +283,9 @@ def test_errors_are_one_line_with_an_exit_code_per_kind(api: Api) -> None:
     assert_one_line_error(inbots(None, "agents", "list"), 2, "INBOTS_OPERATOR_TOKEN")
     assert_one_line_error(inbots(api, "deliveries", "list", "--limit", "0"), 2, "--limit")
     assert_one_line_error(inbots(api, "stats", "--url", "ftp://x"), 2, "INBOTS_URL")
+    assert_one_line_error(inbots(api, "stats", "--url", "http://[::1"), 2, "INBOTS_URL")
+    garbled = inbots(api, "stats", INBOTS_OPERATOR_TOKEN="ops_köln token")
+    assert_one_line_error(garbled, 2, "INBOTS_OPERATOR_TOKEN")
     assert_one_line_error(inbots(api, "agents", "lst"), 2, "No such command")
 
 

@@ -26,6 +26,7 @@ EXIT_REFUSED = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_AUTH = 4
+EXIT_INTERNAL = 70  # a bug in the CLI itself (sysexits EX_SOFTWARE)
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 TIMEOUT_SECONDS = 30.0
@@ -80,13 +81,22 @@ class Client:
                 "with --token or the environment.",
                 EXIT_USAGE,
             )
+        if not (token.isascii() and token.isprintable()) or " " in token:
+            raise CliError(
+                "INBOTS_OPERATOR_TOKEN holds characters no token has (spaces, line breaks or "
+                "non-ASCII); copy it again.",
+                EXIT_USAGE,
+            )
         self.url = url.rstrip("/")
         self.progress = progress
-        self._http = httpx.Client(
-            base_url=self.url + "/v1",
-            headers={"Authorization": f"Bearer {token}", "User-Agent": "inbots-cli"},
-            timeout=TIMEOUT_SECONDS,
-        )
+        try:
+            self._http = httpx.Client(
+                base_url=self.url + "/v1",
+                headers={"Authorization": f"Bearer {token}", "User-Agent": "inbots-cli"},
+                timeout=TIMEOUT_SECONDS,
+            )
+        except httpx.InvalidURL as exc:
+            raise CliError(f"INBOTS_URL is not a valid URL ({exc}).", EXIT_USAGE) from None
 
     def __enter__(self) -> Client:
         return self

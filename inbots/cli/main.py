@@ -6,6 +6,7 @@ The exit codes are listed in :mod:`inbots.cli.client` and ``docs/cli.md``.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated, NoReturn
 
@@ -13,7 +14,7 @@ import typer
 from rich.console import Console
 
 from inbots.cli import ops
-from inbots.cli.client import EXIT_USAGE, CliError, report
+from inbots.cli.client import EXIT_INTERNAL, EXIT_USAGE, CliError, report
 from inbots.config import Settings, SettingsError, load_settings
 
 app = typer.Typer(
@@ -197,6 +198,11 @@ def main() -> None:
     except InbotsError as exc:
         report(exc.message)
         sys.exit(1)
+    except Exception as exc:  # a bug: still one line, and a way to see more
+        report(f"unexpected {type(exc).__name__}: {exc} (set INBOTS_CLI_TRACEBACK=1 to see where)")
+        if os.environ.get("INBOTS_CLI_TRACEBACK"):
+            raise
+        sys.exit(EXIT_INTERNAL)
     sys.exit(code if isinstance(code, int) else 0)
 
 
