@@ -7,6 +7,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,7 +59,13 @@ def run_load(
     per_client: int,
     warmup: int,
     expect: int,
+    client: httpx.Client | None = None,
 ) -> RunResult:
+    """``client``: an existing client for the one worker to use instead of making its own (for
+    state such as a session cookie); only with ``clients=1``. It is left open, and its own
+    ``base_url`` applies."""
+    if client is not None and clients != 1:
+        raise ValueError("a given client serves exactly one worker")
     barrier = threading.Barrier(clients + 1)
     lock = threading.Lock()
     latencies: list[float] = []
@@ -71,13 +78,17 @@ def run_load(
         done: list[float] = []
         bad: list[str] = []
         limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-        with httpx.Client(base_url=base_url, timeout=120, limits=limits) as client:
+        with (
+            nullcontext(client)
+            if client is not None
+            else httpx.Client(base_url=base_url, timeout=120, limits=limits)
+        ) as http:
 
             def one(seq: int) -> None:
                 method, path, kwargs = make_request(index, seq)
                 started = time.perf_counter()
                 try:
-                    response = client.request(method, path, **kwargs)
+                    response = http.request(method, path, **kwargs)
                 except httpx.HTTPError as exc:
                     bad.append(f"{method} {path}: {type(exc).__name__}: {exc}")
                     return
