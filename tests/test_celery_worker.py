@@ -17,6 +17,7 @@ import threading
 import time
 from typing import Any
 
+import httpx
 import pytest
 import standardwebhooks
 
@@ -36,6 +37,7 @@ from tests.celery_harness import (  # noqa: F401  (fixtures)
     wait_state,
     wait_until,
 )
+from tests.conftest import free_port
 from tests.helpers import Api, Caller
 from tests.receivers import Received, always, fail_then_ok, hang, receiver
 
@@ -462,3 +464,39 @@ def test_a_slow_receivers_backlog_is_delivered_not_failed_as_lost(
         assert [a["reason"] for a in detail["attempts"]] == ["ok"], detail
         assert_at_most_one_ok_per_publish(detail)
     assert sorted(r.headers["webhook-id"] for r in requests) == sorted(ids)
+
+
+def test_queue_depth_on_the_web_and_attempts_on_the_workers_own_metrics(
+    api: Api, celery: CeleryHarness
+) -> None:
+    """Production metrics: the web process reads the notify queue's depth from Redis; a worker
+    started with INBOTS_WORKER_METRICS_PORT serves the attempts it made."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        text = httpx.get(url + "/metrics", timeout=5).text
+        return {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
+
+    depth = ("inbots_notify_queue_depth", (("queue", "notify"),))
+    with receiver(always(204)) as hook:
+        hooked_agent(api, "hooked", hook.url)
+        sender = api.agent("sender")
+        thread = sender.open_thread("Counted", ["hooked"])
+        ids = [sender.send(thread["id"], f"job {n}")["deliveries"][0]["id"] for n in range(3)]
+        assert scrape(api.base_url)[depth] == 3  # published, and no worker yet
+
+        port = free_port()
+        celery.worker(worker_metrics_port=port)
+        for delivery_id in ids:
+            wait_state(api, delivery_id, "notified", 20, celery)
+        hook.wait_for(3)
+
+    worker = scrape(f"http://127.0.0.1:{port}")
+    ok = ("inbots_webhook_attempts_total", (("outcome", "ok"), ("status_class", "2xx")))
+    assert worker[ok] == 3
+    assert worker[("inbots_notify_latency_seconds_count", ())] == 3
+    assert scrape(api.base_url)[depth] == 0
