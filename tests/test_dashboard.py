@@ -362,6 +362,29 @@ def test_failed_delivery_is_listed_with_its_attempts_and_can_be_redelivered(
         signed_in.shot("delivery")
 
 
+@pytest.mark.parametrize(
+    "settings_overrides", [{**FAST, "stall_seconds": 0.5, "renotify_interval_seconds": 0.2}]
+)
+def test_stalled_delivery_appears_in_the_ops_view_by_itself(signed_in: Dashboard, api: Api) -> None:
+    """A recipient that never looks at its mail: the sweep stamps the delivery stalled, and the
+    open overview shows it without a reload."""
+    signed_in.go("/")
+    signed_in.wait_for("#stalled")
+    signed_in.driver.execute_script("window.__sameDocument = 'yes';")
+    api.agent("sleepy")
+    sender = api.agent("sender")
+    thread = sender.open_thread("Nobody reads this", ["sleepy"])
+    delivery_id = sender.send(thread["id"], "are you there?")["deliveries"][0]["id"]
+    wait_state(api, delivery_id, "stalled")
+
+    item = signed_in.wait_for(f'#stalled article[data-delivery="{delivery_id}"]', timeout=12)
+    assert item.get_attribute("data-state") == "stalled"
+    assert "sleepy" in item.text and "Nobody reads this" in item.text
+    assert signed_in.find("#stat-stalled .value").text == "1"
+    assert signed_in.driver.execute_script("return window.__sameDocument") == "yes"
+    signed_in.shot("overview-stalled")
+
+
 def test_thread_page_updates_without_reload(signed_in: Dashboard, api: Api) -> None:
     writer = api.agent("writer")
     api.agent("reader")
