@@ -50,41 +50,44 @@ def clean_env(tmp_path: Path, **settings: str) -> dict[str, str]:
 @dataclass
 class Served:
     url: str
-    process: subprocess.Popen[str]
-    output: str = ""
+    process: subprocess.Popen[bytes]
+    log: Path
+    output: str = ""  # everything it printed, once it has stopped
 
 
 @contextmanager
 def serve(tmp_path: Path, **settings: str) -> Iterator[Served]:
+    """A real ``inbots serve`` on a free port (its own SQLite file unless ``settings`` name a
+    database), stopped with Ctrl-C at the end. Its output goes to a file, not a pipe, so a
+    chatty server never blocks on a full pipe."""
     port = free_port()
-    env = clean_env(
-        tmp_path,
-        INBOTS_DATABASE_URL=f"sqlite:///{tmp_path / 'inbots.db'}",
-        INBOTS_PORT=str(port),
+    wanted = {
+        "INBOTS_DATABASE_URL": f"sqlite:///{tmp_path / 'inbots.db'}",
+        "INBOTS_PORT": str(port),
         **settings,
-    )
-    process = subprocess.Popen(
-        [inbots_executable(), "serve"],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    served = Served(f"http://127.0.0.1:{port}", process)
+    }
+    log = tmp_path / f"serve-{port}.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [inbots_executable(), "serve"],
+            env=clean_env(tmp_path, **wanted),
+            cwd=tmp_path,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    served = Served(f"http://127.0.0.1:{wanted['INBOTS_PORT']}", process, log)
     try:
         deadline = time.monotonic() + 30
         while True:
             if process.poll() is not None:
-                out = process.stdout.read() if process.stdout else ""
-                pytest.fail(f"inbots serve exited with {process.returncode}:\n{out}")
+                pytest.fail(f"inbots serve exited with {process.returncode}:\n{_text(log)}")
             try:
                 if httpx.get(served.url + "/healthz", timeout=1).status_code == 200:
                     break
             except httpx.TransportError:
                 pass
             if time.monotonic() > deadline:
-                pytest.fail("inbots serve did not answer /healthz within 30 s")
+                pytest.fail(f"inbots serve did not answer /healthz within 30 s:\n{_text(log)}")
             time.sleep(0.1)
         yield served
     finally:
@@ -95,4 +98,8 @@ def serve(tmp_path: Path, **settings: str) -> Iterator[Served]:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        served.output = process.stdout.read() if process.stdout else ""
+        served.output = _text(log)
+
+
+def _text(path: Path) -> str:
+    return path.read_text(errors="replace")

@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+# Webhook timings for embedded-default tests: the whole retry sequence in about 1.5 s.
+FAST = {"retry_schedule": "0.2,0.4,0.8", "webhook_timeout_seconds": 1.0, "publish_lost_seconds": 8}
+
 
 @dataclass
 class Received:

@@ -19,18 +19,16 @@ import pytest
 
 from tests.conftest import free_port
 from tests.helpers import Api
-from tests.receivers import always, receiver
+from tests.receivers import FAST, always, receiver
 
 INBOTS = Path(sys.executable).parent / "inbots"
-FAST = {"retry_schedule": "0.2,0.4,0.8", "webhook_timeout_seconds": 1.0, "publish_lost_seconds": 8}
 # Polling agents' deliveries stall after a second; the sweep runs often enough to see it.
 STALLING = {**FAST, "stall_seconds": 1.0, "renotify_interval_seconds": 0.3}
 RED, YELLOW = "\x1b[1;31m", "\x1b[33m"
 
 
-@pytest.fixture
-def backend() -> str:
-    return "sqlite"
+# SQLite only: these drive the same services the API tests cover on both databases.
+pytestmark = pytest.mark.parametrize("backend", ["sqlite"])
 
 
 @pytest.fixture

@@ -26,14 +26,13 @@ from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
 from inbots.workspaces.models import OperatorToken
 from tests.helpers import Api
-from tests.receivers import always, receiver
+from tests.receivers import FAST, always, receiver
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 SHOTS = Path(os.environ.get("INBOTS_SCREENSHOTS", "build/screenshots"))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-FAST = {"retry_schedule": "0.2,0.4,0.8", "webhook_timeout_seconds": 1.0, "publish_lost_seconds": 8}
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.common.exceptions import TimeoutException  # noqa: E402
@@ -43,10 +42,8 @@ from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
-
-@pytest.fixture
-def backend() -> str:
-    return "sqlite"
+# SQLite only: these drive the same services the API tests cover on both databases.
+pytestmark = pytest.mark.parametrize("backend", ["sqlite"])
 
 
 @pytest.fixture

@@ -3,9 +3,6 @@ server (and once against a real ``inbots serve`` process), on SQLite and Postgre
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +14,7 @@ import pytest
 from mcp import MCPError
 
 from inbots.db.engine import Database
-from tests.conftest import ServerThread, free_port
+from tests.conftest import ServerThread
 from tests.helpers import Api
 from tests.mcp_client import (
     Connect,
@@ -25,7 +22,6 @@ from tests.mcp_client import (
     default_limit,
     exchange,
     http_error,
-    inbots_executable,
     isolation,
     more_waiting,
     other_workspace_sees_nothing,
@@ -37,6 +33,7 @@ from tests.mcp_client import (
     wait_times_out,
     wait_wakes_on_send,
 )
+from tests.processes import serve
 
 TOOLS = [
     "whoami",
@@ -426,41 +423,13 @@ def test_many_waits_hold_no_database_connection_or_worker_thread(
 def served(db_url: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
     """``inbots serve`` on a free port of the test database; yields its URL and operator token."""
     token = "ops_" + "M" * 43
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INBOTS_")}
-    env.update(
-        HOME=str(tmp_path),
-        XDG_DATA_HOME=str(tmp_path / "data"),
-        PYTHONUNBUFFERED="1",
+    with serve(
+        tmp_path,
         INBOTS_DATABASE_URL=db_url,
-        INBOTS_PORT=str(port),
         INBOTS_OPERATOR_TOKEN=token,
         INBOTS_LOG_LEVEL="WARNING",
-    )
-    url = f"http://127.0.0.1:{port}"
-    with (tmp_path / "serve.log").open("w") as log:
-        process = subprocess.Popen(
-            [inbots_executable(), "serve"], env=env, cwd=tmp_path, stdout=log, stderr=log
-        )
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                assert process.poll() is None, (tmp_path / "serve.log").read_text()
-                try:
-                    if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert time.monotonic() < deadline, "inbots serve did not start"
-                time.sleep(0.1)
-            yield url, token
-        finally:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    ) as server:
+        yield server.url, token
 
 
 def test_the_tools_on_a_real_inbots_serve(served: tuple[str, str]) -> None:

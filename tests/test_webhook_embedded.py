@@ -11,9 +11,7 @@ import pytest
 import standardwebhooks
 
 from tests.helpers import Api
-from tests.receivers import always, fail_then_ok, receiver
-
-FAST = {"retry_schedule": "0.2,0.4,0.8", "webhook_timeout_seconds": 1.0, "publish_lost_seconds": 8}
+from tests.receivers import FAST, always, fail_then_ok, receiver
 
 
 @pytest.fixture
