@@ -14,11 +14,8 @@ the worker delivered, signed afresh with ``inbots.webhooks.signing``, to the sam
 
 from __future__ import annotations
 
-import argparse
 import itertools
-import json
 import os
-import platform
 import signal
 import statistics
 import sys
@@ -27,7 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,19 +32,26 @@ import httpx
 from sqlalchemy import func, select
 
 from bench.broker import MODEL_MODULES, CeleryWorker, RedisServer, unresolved_foreign_keys
-from bench.http_api import DEFAULT_PG_ADMIN, RESULTS, _finite, _ok, fresh_database, git_revision
-from bench.load import percentile, run_load
+from bench.common import (
+    checked_request,
+    comparison,
+    figure_table,
+    fresh_workspace,
+    load_average,
+    log,
+    run_info,
+    run_main,
+    title,
+    write_result,
+)
+from bench.load import alternate, percentile, run_load
 from bench.receiver import Arrival, ReceiverProcess
 from bench.servers import REPO_ROOT, ServerProcess, free_port
-from inbots.config import load_settings
 from inbots.db.engine import Database
-from inbots.db.migrate import upgrade
-from inbots.db.uow import unit_of_work
 from inbots.deliveries.models import Delivery, DeliveryAttempt
 from inbots.deliveries.notify import USER_AGENT
 from inbots.jobs import NOTIFY_QUEUE
 from inbots.webhooks import signing
-from inbots.workspaces.service import create_workspace
 
 BODY_FILL = "Build 4127 is green on staging; please review the migration notes and confirm. "
 
@@ -81,10 +85,6 @@ FULL = Plan(
 QUICK = replace(FULL, name="quick", rounds=1, drain=192, baseline_posts=768, steady_seconds=4)
 
 
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
 # --- the world: senders, webhook recipients and their threads -----------------------------
 
 
@@ -109,7 +109,7 @@ def build_world(plan: Plan, api_url: str, operator_token: str, receiver_url: str
         recipients = []
         for i in range(plan.recipients):
             path = f"/hooks/agent-{i:02d}"
-            created = _ok(
+            created = checked_request(
                 client,
                 "POST",
                 "/v1/agents",
@@ -123,7 +123,7 @@ def build_world(plan: Plan, api_url: str, operator_token: str, receiver_url: str
         sender_keys, thread_ids, single_ids = [], [], []
 
         def open_thread(key: str, title: str, members: list[Recipient]) -> str:
-            created: str = _ok(
+            created: str = checked_request(
                 client,
                 "POST",
                 "/v1/threads",
@@ -134,7 +134,7 @@ def build_world(plan: Plan, api_url: str, operator_token: str, receiver_url: str
             return created
 
         for k in range(plan.api_clients):
-            sender = _ok(
+            sender = checked_request(
                 client,
                 "POST",
                 "/v1/agents",
@@ -584,34 +584,30 @@ def figures(
 ) -> list[dict[str, Any]]:
     mine = statistics.median(d["per_second"] for d in drains)
     base = statistics.median(b["per_second"] for b in loops)
-    rows: list[dict[str, Any]] = [
-        {
-            "key": "notify_per_second",
-            "label": "notifications/s (drain)",
-            "unit": "/s",
-            "higher_is_better": True,
-            "inbots": mine,
-            "baseline": base,
-            "ratio": _ratio(mine, base),
-            "round_ratios": [
+    rows = [
+        comparison(
+            "notify_per_second",
+            "notifications/s (drain)",
+            "/s",
+            inbots=mine,
+            baseline=base,
+            round_ratios=[
                 _ratio(d["per_second"], b["per_second"]) for d, b in zip(drains, loops, strict=True)
             ],
-        }
+            higher_is_better=True,
+        )
     ]
     for p in (50, 99):
-        mine = percentile(steady["latencies_ms"], p)
-        base = percentile(paced["latencies_ms"], p)
         rows.append(
-            {
-                "key": f"accepted_to_notified_p{p}",
-                "label": f"accepted->notified, p{p}",
-                "unit": "ms",
-                "higher_is_better": False,
-                "inbots": mine,
-                "baseline": base,
-                "ratio": _ratio(mine, base),
-                "round_ratios": [],
-            }
+            comparison(
+                f"accepted_to_notified_p{p}",
+                f"accepted->notified, p{p}",
+                "ms",
+                inbots=percentile(steady["latencies_ms"], p),
+                baseline=percentile(paced["latencies_ms"], p),
+                round_ratios=[],
+                higher_is_better=False,
+            )
         )
     return rows
 
@@ -624,7 +620,7 @@ def measure(rig: Rig) -> dict[str, Any]:
     drains: list[dict[str, Any]] = []
     loops: list[dict[str, Any]] = []
 
-    def drain() -> None:
+    def drain() -> dict[str, Any]:
         started = time.perf_counter()
         d = drain_round(rig)
         drains.append(d)
@@ -633,21 +629,17 @@ def measure(rig: Rig) -> dict[str, Any]:
             f"(pre-fill {d['prefill_seconds']:.1f} s, worker start to first arrival "
             f"{d['worker_start_to_first_s']:.1f} s; {time.perf_counter() - started:.1f} s in all)"
         )
+        return d
 
-    def loop() -> None:
+    def loop() -> dict[str, Any]:
         # The bodies the worker delivered in the latest drain, to the same paths.
         jobs = baseline_jobs(rig, drains[-1]["_arrivals"], plan.baseline_posts)
         b = post_loop(rig, jobs, threads=plan.concurrency)
         loops.append(b)
         log(f"  baseline loop {len(loops)}: {b['notifications']} posts at {b['per_second']:.0f}/s")
+        return b
 
-    for r in range(plan.rounds):  # alternate which goes first, so drift hits both alike
-        if r % 2 == 0:
-            drain()
-            loop()
-        else:
-            loop()
-            drain()
+    alternate(plan.rounds, drain, loop)
 
     started = time.perf_counter()
     steady = steady_phase(rig)
@@ -674,14 +666,8 @@ def run_backend(backend: str, plan: Plan, pg_admin_url: str) -> dict[str, Any]:
     log(f"[{backend}] preparing ({plan.name} run)")
     started = time.perf_counter()
     load_before = os.getloadavg()
-    with fresh_database(backend, pg_admin_url) as url, ExitStack() as stack:
-        settings = load_settings(database_url=url)
-        upgrade(settings)
-        db = Database(settings)
-        stack.callback(db.dispose)
-        with unit_of_work(db) as uow:
-            seeded = create_workspace(uow, "bench")
-        assert seeded.minted_token
+    with fresh_workspace(backend, pg_admin_url) as workspace, ExitStack() as stack:
+        url, db = workspace.url, workspace.db
 
         redis = RedisServer()
         stack.callback(redis.stop)
@@ -708,7 +694,7 @@ def run_backend(backend: str, plan: Plan, pg_admin_url: str) -> dict[str, Any]:
             )
         worker = CeleryWorker(env, plan.concurrency, MODEL_MODULES if unresolved else ())
         stack.callback(worker.close)
-        world = build_world(plan, api.url, seeded.minted_token, receiver.url)
+        world = build_world(plan, api.url, workspace.token, receiver.url)
         rig = Rig(backend, plan, db, redis, receiver, api, worker, world)
         try:
             measured = measure(rig)
@@ -721,28 +707,14 @@ def run_backend(backend: str, plan: Plan, pg_admin_url: str) -> dict[str, Any]:
             log(f"[{backend}] inbots server log:\n{api.log_tail()}")
 
     result = {
-        "benchmark": "delivery",
-        "backend": backend,
-        "plan": asdict(plan),
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "revision": git_revision(),
-        "python": platform.python_version(),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            "loadavg_before": [round(x, 2) for x in load_before],
-            "loadavg_after": [round(x, 2) for x in os.getloadavg()],
-        },
+        **run_info("delivery", backend, plan, load_before),
         "worker_command": " ".join(["celery", *worker.args()]),
         "worker_workaround": {"unresolved_foreign_keys": unresolved, "include": worker.include},
         "errors": rig.errors,
         "seconds": round(time.perf_counter() - started, 1),
         **measured,
     }
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"delivery-{backend}.json"
-    path.write_text(json.dumps(_finite(result), indent=2) + "\n")
-    log(f"[{backend}] done in {result['seconds']} s; wrote {path.relative_to(REPO_ROOT)}")
+    write_result(result)
     return result
 
 
@@ -757,30 +729,20 @@ def _number(value: float | None, unit: str) -> str:
 
 def render(result: dict[str, Any]) -> str:
     plan = result["plan"]
-    machine = result["machine"]
     steady = result["steady"]
     drains, loops = result["drains"], result["loops"]
     lines = [
-        f"Inbots delivery benchmark: {result['backend']}, {plan['name']} run, "
-        f"revision {result['revision']}",
+        title("delivery benchmark", result),
         f"  celery worker, threads pool x {plan['concurrency']}; {plan['recipients']} webhook "
         "agents, one URL each, on one loopback receiver (204);",
         f"  drains of {plan['drain']:,} pre-filled notifications, {plan['rounds']} round(s); "
         f"latency over {steady['notifications']:,} notifications at {plan['steady_rate']:g}/s;",
-        f"  load average {machine['loadavg_before'][0]:.2f} -> {machine['loadavg_after'][0]:.2f}"
-        f" on {machine['cpus']} CPUs",
+        f"  {load_average(result)}",
         "",
-        f"  {'figure':<26}{'unit':>5}{'Inbots':>10}{'baseline':>10}{'Inbots/base':>13}"
-        f"  {'per round':<s}",
+        *figure_table(
+            result["figures"], _number, widths=(26, 5, 10), fmt=".3g", empty="", single=False
+        ),
     ]
-    for f in result["figures"]:
-        rounds = [r for r in f["round_ratios"] if r is not None]
-        spread = f"{min(rounds):.3g}-{max(rounds):.3g}" if len(rounds) > 1 else ""
-        ratio = f"{f['ratio']:.3g}" if f["ratio"] is not None else "n/a"
-        lines.append(
-            f"  {f['label']:<26}{f['unit']:>5}{_number(f['inbots'], f['unit']):>10}"
-            f"{_number(f['baseline'], f['unit']):>10}{ratio:>13}  {spread}"
-        )
     per_second = result["figures"][0]["inbots"]
     thread_ms = plan["concurrency"] / per_second * 1000 if per_second else float("nan")
     loop_p50 = statistics.median(b["p50_ms"] for b in loops)
@@ -821,37 +783,17 @@ def render(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.delivery",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
-    parser.add_argument("--quick", action="store_true", help="a small run, to check it works")
-    parser.add_argument(
-        "--postgres-url",
-        default=os.environ.get("INBOTS_BENCH_POSTGRES_URL", DEFAULT_PG_ADMIN),
-        help="an admin connection used to create and drop a throwaway database "
-        "[INBOTS_BENCH_POSTGRES_URL]",
-    )
-    args = parser.parse_args(argv)
     # SIGTERM unwinds like Ctrl-C, so every subprocess and the database are cleaned up.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    plan = QUICK if args.quick else FULL
-    backends = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
-    started = time.perf_counter()
-    results = []
-    failed = False
-    for backend in backends:
-        try:
-            results.append(run_backend(backend, plan, args.postgres_url))
-        except Exception as exc:  # report it, and still run (and print) the other backend
-            failed = True
-            log(f"[{backend}] FAILED: {type(exc).__name__}: {exc}")
-    log(f"total {time.perf_counter() - started:.1f} s")
-    if results:
-        print("\n\n".join(render(r) for r in results), flush=True)
-    return 1 if failed or any(r["errors"] for r in results) else 0
+    return run_main(
+        argv,
+        prog="python -m bench.delivery",
+        description=__doc__,
+        quick_help="a small run, to check it works",
+        plans=(FULL, QUICK),
+        run_backend=run_backend,
+        render=render,
+    )
 
 
 if __name__ == "__main__":

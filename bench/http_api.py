@@ -11,42 +11,41 @@ Every figure is printed beside its baseline with the ratio Inbots / baseline. Se
 
 from __future__ import annotations
 
-import argparse
-import json
-import math
 import os
-import platform
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, replace
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
-from sqlalchemy import create_engine, func, select, text
+from sqlalchemy import func, select
 
 from bench import baseline_app
-from bench.load import RunResult, percentile, run_load
+from bench.common import (
+    SEEDED_TABLES,
+    STALL_SECONDS,
+    checked_request,
+    comparison,
+    figure_table,
+    fresh_workspace,
+    load_average,
+    log,
+    run_info,
+    run_main,
+    title,
+    write_result,
+)
+from bench.load import RunResult, alternate, percentile, run_load, run_summary
 from bench.seed import InboxSeed, analyze, seed_inbox, seed_items
-from bench.servers import REPO_ROOT, ServerProcess
-from inbots.config import Settings, load_settings
+from bench.servers import ServerProcess
+from inbots.config import Settings
 from inbots.db.engine import Database
-from inbots.db.migrate import upgrade
-from inbots.db.uow import unit_of_work
 from inbots.deliveries.models import Delivery
 from inbots.messages.models import Message
-from inbots.workspaces.service import create_workspace
 
-RESULTS = Path(__file__).resolve().parent / "results"
-DEFAULT_PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-SEEDED_TABLES = ("agents", "threads", "participants", "messages", "deliveries")
 READER_OWNER = "owner-reader"  # the baseline's counterpart of the measured agent
 BODY_FILL = "Status update from the benchmark: the nightly build passed, numbers attached. "
 
@@ -93,34 +92,6 @@ QUICK = replace(
 )
 
 
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-# --- databases -----------------------------------------------------------------------------
-
-
-@contextmanager
-def fresh_database(backend: str, pg_admin_url: str) -> Iterator[str]:
-    """A new, empty database for this run; removed afterwards."""
-    if backend == "sqlite":
-        with tempfile.TemporaryDirectory(prefix="inbots-bench-") as tmp:
-            yield f"sqlite:///{tmp}/inbots.db"
-        return
-    name = f"inbots_bench_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(pg_admin_url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-        try:
-            yield pg_admin_url.rsplit("/", 1)[0] + "/" + name
-        finally:
-            with admin.connect() as conn:
-                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    finally:
-        admin.dispose()
-
-
 # --- the world: agents, threads and a large mailbox ----------------------------------------
 
 
@@ -132,13 +103,6 @@ class World:
     seed: InboxSeed
 
 
-def _ok(client: httpx.Client, method: str, path: str, status: int, **kw: Any) -> Any:
-    response = client.request(method, path, **kw)
-    if response.status_code != status:
-        raise RuntimeError(f"{method} {path}: {response.status_code} {response.text[:500]}")
-    return response.json()
-
-
 def build_world(
     plan: Plan, inbots_url: str, operator_token: str, db: Database, workspace_id: str
 ) -> World:
@@ -147,7 +111,7 @@ def build_world(
     with httpx.Client(base_url=inbots_url, timeout=60) as client:
 
         def register(name: str) -> dict[str, Any]:
-            created: dict[str, Any] = _ok(
+            created: dict[str, Any] = checked_request(
                 client, "POST", "/v1/agents", 201, json={"name": name}, headers=bearer
             )
             return created
@@ -158,7 +122,7 @@ def build_world(
         threads: dict[int, list[str]] = {}
         for n in plan.recipients:
             threads[n] = [
-                _ok(
+                checked_request(
                     client,
                     "POST",
                     "/v1/threads",
@@ -199,7 +163,7 @@ def build_world(
 def check_inbox(inbots_url: str, world: World, plan: Plan) -> None:
     """The seeded mailbox reads as intended through the API."""
     with httpx.Client(base_url=inbots_url, timeout=60) as client:
-        inbox = _ok(
+        inbox = checked_request(
             client,
             "GET",
             "/v1/inbox",
@@ -242,55 +206,24 @@ def body_for(client: int, seq: int) -> str:
     return f"Message {seq} from client {client}. {BODY_FILL}"
 
 
-def alternate(
-    rounds: int, inbots: Callable[[], RunResult], baseline: Callable[[], RunResult]
-) -> tuple[list[RunResult], list[RunResult]]:
-    """Run both ``rounds`` times, alternating which goes first, so drift hits both alike."""
-    ours: list[RunResult] = []
-    theirs: list[RunResult] = []
-    for r in range(rounds):
-        if r % 2 == 0:
-            ours.append(inbots())
-            theirs.append(baseline())
-        else:
-            theirs.append(baseline())
-            ours.append(inbots())
-    return ours, theirs
-
-
-def run_summary(run: RunResult) -> dict[str, Any]:
-    return {
-        "clients": run.clients,
-        "requests": run.requests,
-        "seconds": round(run.seconds, 4),
-        "per_second": round(run.per_second, 2),
-        "steady_requests": run.steady_requests,
-        "steady_seconds": round(run.steady_seconds, 4),
-        "wall_per_second": round(run.wall_per_second, 2),
-        "p50_ms": round(percentile(run.latencies_ms, 50), 3),
-        "p99_ms": round(percentile(run.latencies_ms, 99), 3),
-        "errors": run.errors,
-        "error_samples": run.error_samples,
-    }
-
-
 def throughput_figure(
     key: str, label: str, ours: list[RunResult], theirs: list[RunResult]
 ) -> dict[str, Any]:
     mine = statistics.median(r.per_second for r in ours)
     base = statistics.median(r.per_second for r in theirs)
     return {
-        "key": key,
-        "label": label,
-        "unit": "msg/s",
-        "higher_is_better": True,
-        "inbots": mine,
-        "baseline": base,
-        "ratio": mine / base if base else None,
-        "round_ratios": [
-            a.per_second / b.per_second if b.per_second else None
-            for a, b in zip(ours, theirs, strict=True)
-        ],
+        **comparison(
+            key,
+            label,
+            "msg/s",
+            inbots=mine,
+            baseline=base,
+            round_ratios=[
+                a.per_second / b.per_second if b.per_second else None
+                for a, b in zip(ours, theirs, strict=True)
+            ],
+            higher_is_better=True,
+        ),
         "inbots_runs": [run_summary(r) for r in ours],
         "baseline_runs": [run_summary(r) for r in theirs],
     }
@@ -307,17 +240,18 @@ def latency_figures(
         base = percentile(pooled_theirs, p)
         figures.append(
             {
-                "key": f"{key}_p{p}",
-                "label": f"{label}, p{p}",
-                "unit": "ms",
-                "higher_is_better": False,
-                "inbots": mine,
-                "baseline": base,
-                "ratio": mine / base if base else None,
-                "round_ratios": [
-                    percentile(a.latencies_ms, p) / percentile(b.latencies_ms, p)
-                    for a, b in zip(ours, theirs, strict=True)
-                ],
+                **comparison(
+                    f"{key}_p{p}",
+                    f"{label}, p{p}",
+                    "ms",
+                    inbots=mine,
+                    baseline=base,
+                    round_ratios=[
+                        percentile(a.latencies_ms, p) / percentile(b.latencies_ms, p)
+                        for a, b in zip(ours, theirs, strict=True)
+                    ],
+                    higher_is_better=False,
+                ),
                 "inbots_runs": [run_summary(r) for r in ours],
                 "baseline_runs": [run_summary(r) for r in theirs],
             }
@@ -415,39 +349,12 @@ def measure_sends(
 # --- one backend ---------------------------------------------------------------------------
 
 
-def git_revision() -> str:
-    try:
-        rev = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        return rev + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def run_backend(backend: str, plan: Plan, pg_admin_url: str) -> dict[str, Any]:
     log(f"[{backend}] preparing ({plan.name} run)")
     started = time.perf_counter()
     load_before = os.getloadavg()
-    with fresh_database(backend, pg_admin_url) as url, ExitStack() as stack:
-        settings = load_settings(database_url=url)
-        upgrade(settings)
-        db = Database(settings)
-        stack.callback(db.dispose)
-        with unit_of_work(db) as uow:
-            seeded = create_workspace(uow, "bench")
-        assert seeded.minted_token
+    with fresh_workspace(backend, pg_admin_url) as workspace, ExitStack() as stack:
+        url, db = workspace.url, workspace.db
         baseline_app.metadata.create_all(db.engine)
 
         inbots = ServerProcess(
@@ -456,14 +363,12 @@ def run_backend(backend: str, plan: Plan, pg_admin_url: str) -> dict[str, Any]:
             {
                 "INBOTS_DATABASE_URL": url,
                 "INBOTS_LOG_LEVEL": "WARNING",
-                # The seeded mail is hours old: without this the embedded sweep would stamp it
-                # stalled, 500 rows a run, while the figures are measured.
-                "INBOTS_STALL_SECONDS": str(30 * 24 * 3600),
+                "INBOTS_STALL_SECONDS": STALL_SECONDS,  # keeps the seeded mail from stalling
             },
         )
         stack.callback(inbots.stop)
         inbots.start()
-        world = build_world(plan, inbots.url, seeded.minted_token, db, seeded.workspace_id)
+        world = build_world(plan, inbots.url, workspace.token, db, workspace.workspace_id)
         db.engine.dispose()  # the bench process holds no connection while measuring
         baseline = ServerProcess(
             "baseline", "bench.baseline_app:create_app", {baseline_app.URL_ENV: url}
@@ -482,40 +387,15 @@ def run_backend(backend: str, plan: Plan, pg_admin_url: str) -> dict[str, Any]:
             log(f"[{backend}] baseline server log:\n{baseline.log_tail()}")
 
     result = {
-        "benchmark": "http_api",
-        "backend": backend,
-        "plan": asdict(plan),
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "revision": git_revision(),
-        "python": platform.python_version(),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            "loadavg_before": [round(x, 2) for x in load_before],
-            "loadavg_after": [round(x, 2) for x in os.getloadavg()],
-        },
+        **run_info("http_api", backend, plan, load_before),
         "seed": asdict(world.seed),
         "messages_stored_by_sends": {str(k): v for k, v in stored.items()},
         "errors": errors,
         "seconds": round(time.perf_counter() - started, 1),
         "figures": figures,
     }
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"http_api-{backend}.json"
-    path.write_text(json.dumps(_finite(result), indent=2) + "\n")
-    log(f"[{backend}] done in {result['seconds']} s; wrote {path.relative_to(REPO_ROOT)}")
+    write_result(result)
     return result
-
-
-def _finite(value: Any) -> Any:
-    """NaN (a percentile of no answers) becomes null, so the file stays valid JSON."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
 
 
 # --- report --------------------------------------------------------------------------------
@@ -526,38 +406,23 @@ BASELINES = {
 }
 
 
-def _number(value: float, unit: str) -> str:
+def _number(value: float | None, unit: str) -> str:
+    if value is None:
+        return "n/a"
     return f"{value:,.0f}" if unit == "msg/s" else f"{value:,.2f}"
 
 
 def render(result: dict[str, Any]) -> str:
     plan = result["plan"]
     seed = result["seed"]
-    machine = result["machine"]
     lines = [
-        f"Inbots HTTP API benchmark: {result['backend']}, {plan['name']} run, "
-        f"revision {result['revision']}",
+        title("HTTP API benchmark", result),
         f"  {plan['clients']} concurrent clients (and 1, for the inbox), {plan['rounds']} "
         f"alternating round(s) per figure;",
         f"  {seed['deliveries']:,} deliveries stored, the reader has "
-        f"{seed['reader_unacked']:,} unacknowledged; load average "
-        f"{machine['loadavg_before'][0]:.2f} -> {machine['loadavg_after'][0]:.2f} "
-        f"on {machine['cpus']} CPUs",
+        f"{seed['reader_unacked']:,} unacknowledged; {load_average(result)}",
         "",
-        f"  {'figure':<28}{'unit':>6}{'Inbots':>11}{'baseline':>11}{'Inbots/base':>13}"
-        f"  {'per round':<s}",
-    ]
-    for f in result["figures"]:
-        rounds = [r for r in f["round_ratios"] if r is not None and math.isfinite(r)]
-        spread = f"{min(rounds):.2f}-{max(rounds):.2f}" if rounds else "n/a"
-        if len(rounds) == 1:
-            spread = f"{rounds[0]:.2f}"
-        ratio = f"{f['ratio']:.2f}" if f["ratio"] is not None else "n/a"
-        lines.append(
-            f"  {f['label']:<28}{f['unit']:>6}{_number(f['inbots'], f['unit']):>11}"
-            f"{_number(f['baseline'], f['unit']):>11}{ratio:>13}  {spread}"
-        )
-    lines += [
+        *figure_table(result["figures"], _number),
         "",
         f"  Baselines (bare FastAPI, same database): sends vs {BASELINES['send']},",
         f"  inbox vs {BASELINES['inbox']}.",
@@ -570,35 +435,15 @@ def render(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    return run_main(
+        argv,
         prog="python -m bench.http_api",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        quick_help="a small run, to check it works",
+        plans=(FULL, QUICK),
+        run_backend=run_backend,
+        render=render,
     )
-    parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
-    parser.add_argument("--quick", action="store_true", help="a small run, to check it works")
-    parser.add_argument(
-        "--postgres-url",
-        default=os.environ.get("INBOTS_BENCH_POSTGRES_URL", DEFAULT_PG_ADMIN),
-        help="an admin connection used to create and drop a throwaway database "
-        "[INBOTS_BENCH_POSTGRES_URL]",
-    )
-    args = parser.parse_args(argv)
-    plan = QUICK if args.quick else FULL
-    backends = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
-    started = time.perf_counter()
-    results = []
-    failed = False
-    for backend in backends:
-        try:
-            results.append(run_backend(backend, plan, args.postgres_url))
-        except Exception as exc:  # report it, and still run (and print) the other backend
-            failed = True
-            log(f"[{backend}] FAILED: {type(exc).__name__}: {exc}")
-    log(f"total {time.perf_counter() - started:.1f} s")
-    if results:
-        print("\n\n".join(render(r) for r in results), flush=True)
-    return 1 if failed or any(r["errors"] for r in results) else 0
 
 
 if __name__ == "__main__":

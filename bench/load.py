@@ -1,17 +1,21 @@
 """The load generator: N client threads, each with its own httpx client (one keep-alive
-connection), a short warm-up, then a fixed number of timed requests released together."""
+connection), a short warm-up, then a fixed number of timed requests released together. Also
+the runs' percentiles and summaries, and alternating two measurements round by round."""
 
 from __future__ import annotations
 
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
+
+A = TypeVar("A")
+B = TypeVar("B")
 
 # (client index, sequence number) -> (method, path, httpx keyword arguments)
 RequestMaker = Callable[[int, int], tuple[str, str, dict[str, Any]]]
@@ -49,6 +53,43 @@ def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     rank = max(1, math.ceil(p / 100 * len(ordered)))
     return ordered[rank - 1]
+
+
+def run_summary(
+    run: RunResult, percentiles: Sequence[int] = (50, 99), *, throughput: bool = True
+) -> dict[str, Any]:
+    """A run for the results file: counts, time, the latency ``percentiles`` (ms) and errors;
+    with ``throughput``, also the clients and the rates (steady and whole-run)."""
+    summary: dict[str, Any] = {"clients": run.clients} if throughput else {}
+    summary["requests"] = run.requests
+    summary["seconds"] = round(run.seconds, 4)
+    if throughput:
+        summary["per_second"] = round(run.per_second, 2)
+        summary["steady_requests"] = run.steady_requests
+        summary["steady_seconds"] = round(run.steady_seconds, 4)
+        summary["wall_per_second"] = round(run.wall_per_second, 2)
+    for p in percentiles:
+        summary[f"p{p}_ms"] = round(percentile(run.latencies_ms, p), 3)
+    summary["errors"] = run.errors
+    summary["error_samples"] = run.error_samples
+    return summary
+
+
+def alternate(
+    rounds: int, first: Callable[[], A], second: Callable[[], B]
+) -> tuple[list[A], list[B]]:
+    """Run both ``rounds`` times, alternating which goes first (``first`` in rounds 1, 3, ...),
+    so drift in machine load hits both alike."""
+    ones: list[A] = []
+    twos: list[B] = []
+    for r in range(rounds):
+        if r % 2 == 0:
+            ones.append(first())
+            twos.append(second())
+        else:
+            twos.append(second())
+            ones.append(first())
+    return ones, twos
 
 
 def run_load(

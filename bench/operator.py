@@ -13,52 +13,42 @@ reported as a floor. See ``bench/README.md``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
 import re
 import sys
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any, cast
 
 import httpx
 from sqlalchemy import Table, bindparam, select, update
 
-from bench.http_api import (
-    DEFAULT_PG_ADMIN,
-    RESULTS,
+from bench.common import (
     SEEDED_TABLES,
-    _finite,
-    _ok,
-    alternate,
-    fresh_database,
-    git_revision,
+    STALL_SECONDS,
+    checked_request,
+    fresh_workspace,
+    load_average,
     log,
+    ratio_range,
+    run_info,
+    run_main,
+    title,
+    write_result,
 )
-from bench.load import RunResult, percentile, run_load
+from bench.load import RunResult, alternate, percentile, run_load, run_summary
 from bench.seed import InboxSeed, analyze, seed_inbox
-from bench.servers import REPO_ROOT, ServerProcess
-from inbots.config import load_settings
+from bench.servers import ServerProcess
 from inbots.db.engine import Database
-from inbots.db.migrate import upgrade
-from inbots.db.uow import unit_of_work
 from inbots.deliveries.models import Delivery
 from inbots.deliveries.renotify import EXHAUSTED
-from inbots.workspaces.service import create_workspace
 
 READER_UNACKED = 100  # the registered agent's share of the seeded mail (not measured here)
 READER_ACKED = 100
 OPS_ROWS = 10  # seeded deliveries marked failed, and as many marked stalled, for the overview
-# The embedded server's renotify sweep (every 30 s) stamps unacknowledged deliveries older than
-# INBOTS_STALL_SECONDS (default 15 min) as stalled, 500 a sweep. The seeded mail is hours old, so
-# with the default it would rewrite thousands of rows while we measure and change every count.
-# A threshold of 30 days keeps the seeded workspace as it was (the sweep still runs, finding none).
-STALL_SECONDS = str(30 * 24 * 3600)
 CSRF_FIELD = re.compile(r'name="csrf" value="([^"]+)"')
 
 
@@ -102,7 +92,7 @@ def seed_workspace(
     few of the other agents' unacknowledged deliveries are marked failed and stalled, so the
     overview lists some, and the planner gets fresh statistics."""
     with httpx.Client(base_url=inbots_url, timeout=60) as client:
-        reader = _ok(
+        reader = checked_request(
             client,
             "POST",
             "/v1/agents",
@@ -170,7 +160,7 @@ def sign_in(inbots_url: str, operator_token: str) -> httpx.Client:
 
 def check_surfaces(client: httpx.Client, bearer: dict[str, str], seed: InboxSeed) -> None:
     """Each surface answers, and counts what was seeded."""
-    stats = _ok(client, "GET", "/v1/stats", 200, headers=bearer)
+    stats = checked_request(client, "GET", "/v1/stats", 200, headers=bearer)
     counts = stats["deliveries"]
     if (counts["total"], counts["failed"], counts["stalled"]) != (
         seed.deliveries,
@@ -178,7 +168,9 @@ def check_surfaces(client: httpx.Client, bearer: dict[str, str], seed: InboxSeed
         OPS_ROWS,
     ):
         raise RuntimeError(f"/v1/stats counts {counts}, seeded {seed.deliveries:,}")
-    page = _ok(client, "GET", "/v1/deliveries", 200, params={"limit": 50}, headers=bearer)
+    page = checked_request(
+        client, "GET", "/v1/deliveries", 200, params={"limit": 50}, headers=bearer
+    )
     if len(page["items"]) != 50 or not page["next_cursor"]:
         raise RuntimeError(f"/v1/deliveries returned {len(page['items'])} items")
     metrics = client.get("/metrics")
@@ -191,17 +183,6 @@ def check_surfaces(client: httpx.Client, bearer: dict[str, str], seed: InboxSeed
 
 
 # --- measuring -----------------------------------------------------------------------------
-
-
-def run_summary(run: RunResult) -> dict[str, Any]:
-    return {
-        "requests": run.requests,
-        "seconds": round(run.seconds, 4),
-        "p50_ms": round(percentile(run.latencies_ms, 50), 3),
-        "p95_ms": round(percentile(run.latencies_ms, 95), 3),
-        "errors": run.errors,
-        "error_samples": run.error_samples,
-    }
 
 
 def measure_size(
@@ -255,9 +236,9 @@ def figure(
         percentile(x.latencies_ms, 50) / percentile(y.latencies_ms, 50)
         for x, y in zip(ours, base, strict=True)
     ]
-    result["runs"] = [run_summary(r) for r in ours]
+    result["runs"] = [run_summary(r, (50, 95), throughput=False) for r in ours]
     if ours is not base:
-        result["baseline_runs"] = [run_summary(r) for r in base]
+        result["baseline_runs"] = [run_summary(r, (50, 95), throughput=False) for r in base]
     result["errors"] = sum(r.errors for r in ours) + sum(r.errors for r in base)
     return result
 
@@ -266,15 +247,8 @@ def figure(
 
 
 def run_size(backend: str, plan: Plan, size: int, pg_admin_url: str) -> dict[str, Any]:
-    with fresh_database(backend, pg_admin_url) as url, ExitStack() as stack:
-        settings = load_settings(database_url=url)
-        upgrade(settings)
-        db = Database(settings)
-        stack.callback(db.dispose)
-        with unit_of_work(db) as uow:
-            made = create_workspace(uow, "bench")
-        assert made.minted_token
-        token = made.minted_token
+    with fresh_workspace(backend, pg_admin_url) as workspace, ExitStack() as stack:
+        url, db, token = workspace.url, workspace.db, workspace.token
 
         inbots = ServerProcess(
             "inbots",
@@ -288,7 +262,7 @@ def run_size(backend: str, plan: Plan, size: int, pg_admin_url: str) -> dict[str
         stack.callback(inbots.stop)
         inbots.start()
         started = time.perf_counter()
-        seed = seed_workspace(db, inbots.url, token, made.workspace_id, size)
+        seed = seed_workspace(db, inbots.url, token, workspace.workspace_id, size)
         log(
             f"  seeded {seed.deliveries:,} deliveries ({seed.messages:,} messages) "
             f"in {time.perf_counter() - started:.1f} s"
@@ -311,26 +285,12 @@ def run_backend(backend: str, plan: Plan, pg_admin_url: str) -> dict[str, Any]:
     load_before = os.getloadavg()
     sizes = [run_size(backend, plan, size, pg_admin_url) for size in plan.sizes]
     result = {
-        "benchmark": "operator",
-        "backend": backend,
-        "plan": asdict(plan),
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "revision": git_revision(),
-        "python": platform.python_version(),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            "loadavg_before": [round(x, 2) for x in load_before],
-            "loadavg_after": [round(x, 2) for x in os.getloadavg()],
-        },
+        **run_info("operator", backend, plan, load_before),
         "errors": sum(s["errors"] for s in sizes),
         "seconds": round(time.perf_counter() - started, 1),
         "sizes": sizes,
     }
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"operator-{backend}.json"
-    path.write_text(json.dumps(_finite(result), indent=2) + "\n")
-    log(f"[{backend}] done in {result['seconds']} s; wrote {path.relative_to(REPO_ROOT)}")
+    write_result(result)
     return result
 
 
@@ -347,24 +307,18 @@ def _x(value: float | None) -> str:
 
 def render(result: dict[str, Any]) -> str:
     plan = result["plan"]
-    machine = result["machine"]
     lines = [
-        f"Inbots operator surfaces: {result['backend']}, {plan['name']} run, "
-        f"revision {result['revision']}",
+        title("operator surfaces", result),
         f"  1 client, one request at a time; {plan['requests']} timed requests per run, "
         f"{plan['rounds']} alternating round(s) per surface;",
-        f"  load average {machine['loadavg_before'][0]:.2f} -> "
-        f"{machine['loadavg_after'][0]:.2f} on {machine['cpus']} CPUs",
+        f"  {load_average(result)}",
         "",
         f"  {'deliveries':>10}  {'request':<30}{'p50 ms':>9}{'p95 ms':>9}"
         f"{'x base p50':>12}{'x base p95':>12}  per round",
     ]
     for size in result["sizes"]:
         for f in size["figures"]:
-            rounds = [r for r in f["round_ratios_p50"] if r is not None]
-            spread = f"{min(rounds):.2f}-{max(rounds):.2f}" if len(rounds) > 1 else ""
-            if len(rounds) == 1:
-                spread = f"{rounds[0]:.2f}"
+            spread = ratio_range(f["round_ratios_p50"])
             if f["key"] == BASELINE.key:
                 spread = "(baseline)"
             lines.append(
@@ -394,35 +348,15 @@ def render(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    return run_main(
+        argv,
         prog="python -m bench.operator",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        quick_help="small sizes, one round",
+        plans=(FULL, QUICK),
+        run_backend=run_backend,
+        render=render,
     )
-    parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
-    parser.add_argument("--quick", action="store_true", help="small sizes, one round")
-    parser.add_argument(
-        "--postgres-url",
-        default=os.environ.get("INBOTS_BENCH_POSTGRES_URL", DEFAULT_PG_ADMIN),
-        help="an admin connection used to create and drop a throwaway database "
-        "[INBOTS_BENCH_POSTGRES_URL]",
-    )
-    args = parser.parse_args(argv)
-    plan = QUICK if args.quick else FULL
-    backends = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
-    started = time.perf_counter()
-    results = []
-    failed = False
-    for backend in backends:
-        try:
-            results.append(run_backend(backend, plan, args.postgres_url))
-        except Exception as exc:  # report it, and still run (and print) the other backend
-            failed = True
-            log(f"[{backend}] FAILED: {type(exc).__name__}: {exc}")
-    log(f"total {time.perf_counter() - started:.1f} s")
-    if results:
-        print("\n\n".join(render(r) for r in results), flush=True)
-    return 1 if failed or any(r["errors"] for r in results) else 0
 
 
 if __name__ == "__main__":
