@@ -188,3 +188,28 @@ def test_metrics_token_guards_the_endpoint(api: Api) -> None:
     assert wrong.status_code == 401
     _, samples = scrape(api.client, headers={"Authorization": "Bearer scrape-me-please"})
     assert value(samples, "inbots_database_up") == 1
+
+
+@pytest.mark.parametrize(
+    "settings_overrides",
+    [{"retry_schedule": "30", "webhook_timeout_seconds": 1, "publish_lost_seconds": 60}],
+)
+def test_a_notification_is_owed_until_its_thread_closes(api: Api) -> None:
+    """The oldest owed notification is one the sweep would still publish: a webhook waiting for
+    its retry counts; once the thread is closed it is owed nothing."""
+    with receiver(always(503)) as hook:
+        api.ok("POST", "/agents", 201, json={"name": "down", "webhook_url": hook.url})
+        sender = api.agent("sender")
+        thread = sender.open_thread("Owed", ["down"])
+        delivery_id = sender.send(thread["id"], "ping")["deliveries"][0]["id"]
+        hook.wait_for(1)
+        wait_until(lambda: len(api.delivery(delivery_id)["attempts"]) == 1)
+        owed = api.ok("GET", "/stats")["oldest_unnotified_seconds"]
+        assert owed is not None and owed >= 0
+        _, samples = scrape(api.client)
+        assert value(samples, "inbots_oldest_unnotified_seconds") >= owed
+
+        api.ok("POST", f"/threads/{thread['id']}/close")
+        assert api.ok("GET", "/stats")["oldest_unnotified_seconds"] is None
+        _, samples = scrape(api.client)
+        assert value(samples, "inbots_oldest_unnotified_seconds") == 0

@@ -18,16 +18,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
-from sqlalchemy import func, select
 
 from inbots.config import Settings
 from inbots.db.engine import Database
-from inbots.deliveries.state import STATES, state_filter, state_sql
 from inbots.jobs import NOTIFY_QUEUE, RETRY_QUEUE, SWEEP_QUEUE
 from inbots.kit.clock import utcnow
 
@@ -89,10 +87,6 @@ def observe_sweep(republished: int, exhausted: int, stalled: int) -> None:
         DELIVERIES_FAILED.labels("publish_exhausted").inc(exhausted)
 
 
-def _seconds_since(now: datetime, then: datetime | None) -> float:
-    return 0.0 if then is None else max((now - then).total_seconds(), 0.0)
-
-
 class DatabaseCollector(Collector):
     """Gauges read at scrape time, across every workspace of this installation."""
 
@@ -101,39 +95,14 @@ class DatabaseCollector(Collector):
         self.settings = settings
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        from inbots.agents.models import KIND_AGENT, Agent
-        from inbots.deliveries.models import Delivery
+        from inbots.stats.service import agent_counts, delivery_counts, oldest, seconds_since
 
         now = utcnow()
         with self.db.engine.connect() as conn:
-            state = state_sql(Delivery).label("state")
-            counts = dict.fromkeys(STATES, 0)
-            counts.update(
-                {s: int(n) for s, n in conn.execute(select(state, func.count()).group_by(state))}
-            )
-            oldest_stalled = conn.scalar(
-                select(func.min(Delivery.moved_at)).where(state_filter(Delivery, "stalled"))
-            )
-            oldest_unnotified = conn.scalar(
-                select(func.min(Delivery.accepted_at)).where(
-                    Delivery.publish_count > 0,
-                    Delivery.notified_at.is_(None),
-                    Delivery.failed_at.is_(None),
-                    Delivery.acknowledged_at.is_(None),
-                )
-            )
-            seen, never = conn.execute(
-                select(
-                    func.count().filter(
-                        Agent.last_seen_at > now - timedelta(seconds=self.settings.active_seconds),
-                    ),
-                    func.count().filter(
-                        Agent.last_seen_at.is_(None),
-                        Agent.created_at
-                        <= now - timedelta(seconds=self.settings.new_agent_grace_seconds),
-                    ),
-                ).where(Agent.kind == KIND_AGENT, Agent.status == "active")
-            ).one()
+            counts = delivery_counts(conn, None)
+            counts.pop("total")
+            ages = oldest(conn, None)
+            agents_now = agent_counts(conn, None, self.settings, now)
 
         by_state = GaugeMetricFamily(
             "inbots_deliveries", "Deliveries by derived state.", labels=["state"]
@@ -150,16 +119,16 @@ class DatabaseCollector(Collector):
         yield GaugeMetricFamily(
             "inbots_oldest_stalled_seconds",
             "How long the longest-stuck stalled delivery has not moved (0: none).",
-            _seconds_since(now, oldest_stalled),
+            seconds_since(now, ages.oldest_stalled) or 0.0,
         )
         yield GaugeMetricFamily(
             "inbots_oldest_unnotified_seconds",
             "Age of the oldest webhook notification still owed (0: none).",
-            _seconds_since(now, oldest_unnotified),
+            seconds_since(now, ages.oldest_unnotified) or 0.0,
         )
         agents = GaugeMetricFamily("inbots_agents", "Agents not archived.", labels=["status"])
-        agents.add_metric(["active"], seen)
-        agents.add_metric(["never_connected"], never)
+        agents.add_metric(["active"], agents_now.active)
+        agents.add_metric(["never_connected"], agents_now.never_connected)
         yield agents
         depth = self._queue_depths()
         if depth is not None:

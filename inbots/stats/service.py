@@ -1,13 +1,23 @@
-"""Counts over one workspace, each answered by one aggregate query."""
+"""Counts over deliveries, agents and threads, each answered by one aggregate query.
+
+The query functions take an optional workspace: ``GET /v1/stats`` asks for one workspace, the
+``/metrics`` gauges for the whole installation. Both read through these, so the two never
+disagree about what "stalled" or "still owed a notification" means.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, func, select, true
+from sqlalchemy.engine import Connection
+from sqlalchemy.orm import Session
 
 from inbots.agents.models import KIND_AGENT, Agent
 from inbots.auth.service import Caller
+from inbots.config import Settings
 from inbots.db.uow import UnitOfWork
 from inbots.deliveries.models import Delivery, DeliveryAttempt
 from inbots.deliveries.state import STATES, state_filter, state_sql
@@ -16,16 +26,22 @@ from inbots.stats.schemas import AgentCounts, Stats, ThreadCounts
 from inbots.threads.models import CLOSE_REQUESTED, CLOSED, OPEN, Thread
 
 HOUR = timedelta(hours=1)
+Reader = Session | Connection
 
 
-def _age(now: datetime, then: datetime | None) -> float | None:
+def _in(column: Any, workspace_id: str | None) -> ColumnElement[bool]:
+    return true() if workspace_id is None else column == workspace_id
+
+
+def seconds_since(now: datetime, then: datetime | None) -> float | None:
     return None if then is None else round(max((now - then).total_seconds(), 0.0), 3)
 
 
-def delivery_counts(uow: UnitOfWork, workspace_id: str) -> dict[str, int]:
+def delivery_counts(db: Reader, workspace_id: str | None) -> dict[str, int]:
+    """Deliveries in each derived state (every state, zeros included) and their ``total``."""
     state = state_sql(Delivery).label("state")
-    rows = uow.session.execute(
-        select(state, func.count()).where(Delivery.workspace_id == workspace_id).group_by(state)
+    rows = db.execute(
+        select(state, func.count()).where(_in(Delivery.workspace_id, workspace_id)).group_by(state)
     ).all()
     counts = dict.fromkeys(STATES, 0)
     counts.update({name: int(n) for name, n in rows})
@@ -33,27 +49,62 @@ def delivery_counts(uow: UnitOfWork, workspace_id: str) -> dict[str, int]:
     return counts
 
 
-def get_stats(uow: UnitOfWork, caller: Caller) -> Stats:
-    caller.require_operator()
-    session, settings, ws = uow.session, uow.settings, caller.workspace_id
-    now = utcnow()
+@dataclass(frozen=True)
+class Ages:
+    oldest_stalled: datetime | None  # when the longest-stuck stalled delivery last moved
+    oldest_unnotified: datetime | None  # acceptance of the oldest notification still owed
 
-    agents = session.execute(
+
+def oldest(db: Reader, workspace_id: str | None) -> Ages:
+    stalled = db.scalar(
+        select(func.min(Delivery.moved_at)).where(
+            _in(Delivery.workspace_id, workspace_id), state_filter(Delivery, "stalled")
+        )
+    )
+    # Owed: what the renotify sweep would still publish — a webhook recipient, an open thread,
+    # not yet notified, failed or acknowledged. (A closed thread or a removed webhook owes none.)
+    owed = db.scalar(
+        select(func.min(Delivery.accepted_at))
+        .join(Thread, Thread.id == Delivery.thread_id)
+        .join(Agent, Agent.id == Delivery.recipient_id)
+        .where(
+            _in(Delivery.workspace_id, workspace_id),
+            Delivery.publish_count > 0,
+            Delivery.notified_at.is_(None),
+            Delivery.failed_at.is_(None),
+            Delivery.acknowledged_at.is_(None),
+            Thread.status != CLOSED,
+            Agent.webhook_url.is_not(None),
+        )
+    )
+    return Ages(stalled, owed)
+
+
+def agent_counts(
+    db: Reader, workspace_id: str | None, settings: Settings, now: datetime
+) -> AgentCounts:
+    current = Agent.status == "active"
+    total, active, never, archived = db.execute(
         select(
-            func.count().filter(Agent.status == "active"),
+            func.count().filter(current),
             func.count().filter(
-                Agent.status == "active",
-                Agent.last_seen_at > now - timedelta(seconds=settings.active_seconds),
+                current, Agent.last_seen_at > now - timedelta(seconds=settings.active_seconds)
             ),
             func.count().filter(
-                Agent.status == "active",
+                current,
                 Agent.last_seen_at.is_(None),
                 Agent.created_at <= now - timedelta(seconds=settings.new_agent_grace_seconds),
             ),
             func.count().filter(Agent.status == "archived"),
-        ).where(Agent.workspace_id == ws, Agent.kind == KIND_AGENT)
+        ).where(_in(Agent.workspace_id, workspace_id), Agent.kind == KIND_AGENT)
     ).one()
+    return AgentCounts(total=total, active=active, never_connected=never, archived=archived)
 
+
+def get_stats(uow: UnitOfWork, caller: Caller) -> Stats:
+    caller.require_operator()
+    session, ws = uow.session, caller.workspace_id
+    now = utcnow()
     threads = dict(
         session.execute(
             select(Thread.status, func.count())
@@ -61,21 +112,7 @@ def get_stats(uow: UnitOfWork, caller: Caller) -> Stats:
             .group_by(Thread.status)
         ).all()
     )
-
-    oldest_stalled = session.scalar(
-        select(func.min(Delivery.moved_at)).where(
-            Delivery.workspace_id == ws, state_filter(Delivery, "stalled")
-        )
-    )
-    oldest_unnotified = session.scalar(
-        select(func.min(Delivery.accepted_at)).where(
-            Delivery.workspace_id == ws,
-            Delivery.publish_count > 0,
-            Delivery.notified_at.is_(None),
-            Delivery.failed_at.is_(None),
-            Delivery.acknowledged_at.is_(None),
-        )
-    )
+    ages = oldest(session, ws)
     failed_last_hour = session.scalar(
         select(func.count()).where(Delivery.workspace_id == ws, Delivery.failed_at >= now - HOUR)
     )
@@ -90,17 +127,15 @@ def get_stats(uow: UnitOfWork, caller: Caller) -> Stats:
         )
     )
     return Stats(
-        deliveries=delivery_counts(uow, ws),
-        agents=AgentCounts(
-            total=agents[0], active=agents[1], never_connected=agents[2], archived=agents[3]
-        ),
+        deliveries=delivery_counts(session, ws),
+        agents=agent_counts(session, ws, uow.settings, now),
         threads=ThreadCounts(
             open=threads.get(OPEN, 0),
             close_requested=threads.get(CLOSE_REQUESTED, 0),
             closed=threads.get(CLOSED, 0),
         ),
-        oldest_stalled_seconds=_age(now, oldest_stalled),
-        oldest_unnotified_seconds=_age(now, oldest_unnotified),
+        oldest_stalled_seconds=seconds_since(now, ages.oldest_stalled),
+        oldest_unnotified_seconds=seconds_since(now, ages.oldest_unnotified),
         failed_last_hour=failed_last_hour or 0,
         attempts_failed_last_hour=attempts_failed or 0,
         generated_at=now,
