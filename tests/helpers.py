@@ -75,3 +75,22 @@ class Api(Caller):
 
     def __exit__(self, *exc: object) -> None:
         self.client.close()
+
+
+# Prometheus samples by (name, sorted labels), parsed with prometheus_client's own parser.
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def metric_samples(text: str) -> Samples:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def sample(samples: Samples, name: str, **labels: str) -> float:
+    """One sample's value; 0 when the series is absent."""
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)

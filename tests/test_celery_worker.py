@@ -38,7 +38,7 @@ from tests.celery_harness import (  # noqa: F401  (fixtures)
     wait_until,
 )
 from tests.conftest import free_port
-from tests.helpers import Api, Caller
+from tests.helpers import Api, Caller, Samples, metric_samples, sample
 from tests.receivers import Received, always, fail_then_ok, hang, receiver
 
 SCHEDULE = (0.2, 0.4, 0.8)
@@ -471,23 +471,19 @@ def test_queue_depth_on_the_web_and_attempts_on_the_workers_own_metrics(
 ) -> None:
     """Production metrics: the web process reads the notify queue's depth from Redis; a worker
     started with INBOTS_WORKER_METRICS_PORT serves the attempts it made."""
-    from prometheus_client.parser import text_string_to_metric_families
 
-    def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-        text = httpx.get(url + "/metrics", timeout=5).text
-        return {
-            (s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text)
-            for s in family.samples
-        }
+    def depth(url: str) -> float:
+        return sample(scrape(url), "inbots_notify_queue_depth", queue="notify")
 
-    depth = ("inbots_notify_queue_depth", (("queue", "notify"),))
+    def scrape(url: str) -> Samples:
+        return metric_samples(httpx.get(url + "/metrics", timeout=5).text)
+
     with receiver(always(204)) as hook:
         hooked_agent(api, "hooked", hook.url)
         sender = api.agent("sender")
         thread = sender.open_thread("Counted", ["hooked"])
         ids = [sender.send(thread["id"], f"job {n}")["deliveries"][0]["id"] for n in range(3)]
-        assert scrape(api.base_url)[depth] == 3  # published, and no worker yet
+        assert depth(api.base_url) == 3  # published, and no worker yet
 
         port = free_port()
         celery.worker(worker_metrics_port=port)
@@ -496,7 +492,6 @@ def test_queue_depth_on_the_web_and_attempts_on_the_workers_own_metrics(
         hook.wait_for(3)
 
     worker = scrape(f"http://127.0.0.1:{port}")
-    ok = ("inbots_webhook_attempts_total", (("outcome", "ok"), ("status_class", "2xx")))
-    assert worker[ok] == 3
-    assert worker[("inbots_notify_latency_seconds_count", ())] == 3
-    assert scrape(api.base_url)[depth] == 0
+    assert sample(worker, "inbots_webhook_attempts_total", outcome="ok", status_class="2xx") == 3
+    assert sample(worker, "inbots_notify_latency_seconds_count") == 3
+    assert depth(api.base_url) == 0

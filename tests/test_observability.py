@@ -11,9 +11,8 @@ from typing import Any
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers import Api, Caller
+from tests.helpers import Api, Caller, Samples, metric_samples, sample
 from tests.receivers import always, receiver
 
 SECRET_BODY = "the launch code is zebra-7f3a-quartz, tell no one"
@@ -128,22 +127,11 @@ def test_stats_are_for_the_operator_only(api: Api) -> None:
     assert api.client.get("/v1/stats").status_code == 401
 
 
-def scrape(
-    client: httpx.Client, **kw: Any
-) -> tuple[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]]:
+def scrape(client: httpx.Client, **kw: Any) -> tuple[str, Samples]:
     response = client.get("/metrics", **kw)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/plain")
-    samples = {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(response.text)
-        for s in family.samples
-    }
-    return response.text, samples
-
-
-def value(samples: dict[Any, float], name: str, **labels: str) -> float:
-    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+    return response.text, metric_samples(response.text)
 
 
 def test_metrics_match_what_happened(api: Api, request: pytest.FixtureRequest) -> None:
@@ -153,7 +141,7 @@ def test_metrics_match_what_happened(api: Api, request: pytest.FixtureRequest) -
     text, after = scrape(api.client)
 
     def grew(name: str, **labels: str) -> float:
-        return value(after, name, **labels) - value(before, name, **labels)
+        return sample(after, name, **labels) - sample(before, name, **labels)
 
     assert grew("inbots_messages_accepted_total") == 1
     assert grew("inbots_deliveries_created_total") == 3
@@ -167,13 +155,13 @@ def test_metrics_match_what_happened(api: Api, request: pytest.FixtureRequest) -
     assert grew("inbots_publish_failures_total") == 0
     # Gauges come from the database: exact.
     for state, count in {"acknowledged": 1, "failed": 1, "stalled": 1, "accepted": 0}.items():
-        assert value(after, "inbots_deliveries", state=state) == count
-    assert value(after, "inbots_deliveries_stalled") == 1
-    assert value(after, "inbots_agents", status="active") == 2
-    assert value(after, "inbots_agents", status="never_connected") == 2
-    assert value(after, "inbots_oldest_stalled_seconds") >= 0.8
-    assert value(after, "inbots_oldest_unnotified_seconds") == 0
-    assert value(after, "inbots_database_up") == 1
+        assert sample(after, "inbots_deliveries", state=state) == count
+    assert sample(after, "inbots_deliveries_stalled") == 1
+    assert sample(after, "inbots_agents", status="active") == 2
+    assert sample(after, "inbots_agents", status="never_connected") == 2
+    assert sample(after, "inbots_oldest_stalled_seconds") >= 0.8
+    assert sample(after, "inbots_oldest_unnotified_seconds") == 0
+    assert sample(after, "inbots_database_up") == 1
     # Counts only: no key, token, secret, body or id.
     for needle in [*scene.secrets, *scene.ids, SECRET_BODY, "zebra-7f3a"]:
         assert needle not in text
@@ -187,7 +175,7 @@ def test_metrics_token_guards_the_endpoint(api: Api) -> None:
     wrong = api.client.get("/metrics", headers={"Authorization": "Bearer nope"})
     assert wrong.status_code == 401
     _, samples = scrape(api.client, headers={"Authorization": "Bearer scrape-me-please"})
-    assert value(samples, "inbots_database_up") == 1
+    assert sample(samples, "inbots_database_up") == 1
 
 
 @pytest.mark.parametrize(
@@ -207,9 +195,9 @@ def test_a_notification_is_owed_until_its_thread_closes(api: Api) -> None:
         owed = api.ok("GET", "/stats")["oldest_unnotified_seconds"]
         assert owed is not None and owed >= 0
         _, samples = scrape(api.client)
-        assert value(samples, "inbots_oldest_unnotified_seconds") >= owed
+        assert sample(samples, "inbots_oldest_unnotified_seconds") >= owed
 
         api.ok("POST", f"/threads/{thread['id']}/close")
         assert api.ok("GET", "/stats")["oldest_unnotified_seconds"] is None
         _, samples = scrape(api.client)
-        assert value(samples, "inbots_oldest_unnotified_seconds") == 0
+        assert sample(samples, "inbots_oldest_unnotified_seconds") == 0

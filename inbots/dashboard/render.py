@@ -7,21 +7,17 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
+from inbots.deliveries.state import PROGRESS_STAMPS
 from inbots.kit.clock import rfc3339, utcnow
 from inbots.kit.text import cut
 
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
 
-# A receipt's stamps in the order a delivery moves through them, with their column labels.
-STAMPS: tuple[tuple[str, str], ...] = (
-    ("accepted_at", "accepted"),
-    ("notified_at", "notified"),
-    ("delivered_at", "delivered"),
-    ("fetched_at", "fetched"),
-    ("acknowledged_at", "acknowledged"),
-    ("failed_at", "failed"),
-    ("stalled_at", "stalled"),
+# A receipt's stamps in the order a delivery moves through them, then the two that need the
+# operator, each with its column label ("notified_at" -> "notified").
+STAMPS: tuple[tuple[str, str], ...] = tuple(
+    (stamp, stamp.removesuffix("_at")) for stamp in (*PROGRESS_STAMPS, "failed_at", "stalled_at")
 )
 
 

@@ -42,7 +42,6 @@ _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "asctime",
     "taskName",
 }
-IDS = ("delivery_id", "message_id", "thread_id", "agent", "workspace_id")
 
 
 def redact(text: str) -> str:
