@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -94,3 +95,19 @@ def metric_samples(text: str) -> Samples:
 def sample(samples: Samples, name: str, **labels: str) -> float:
     """One sample's value; 0 when the series is absent."""
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def attempt_waits(detail: dict[str, Any]) -> list[float]:
+    """The worker's own record of each pause: from one attempt's end to the next one's start.
+
+    Measured from the attempt list, not from when a receiver saw each request: a request that
+    reaches a loaded receiver late shortens the next gap the receiver sees, although the worker
+    waited the whole delay (a timed-out attempt's clock starts when the worker sends).
+    """
+    attempts = detail["attempts"]
+    ends = [
+        datetime.fromisoformat(a["started_at"]).timestamp() + (a["duration_ms"] or 0) / 1000
+        for a in attempts
+    ]
+    starts = [datetime.fromisoformat(a["started_at"]).timestamp() for a in attempts]
+    return [start - end for end, start in zip(ends, starts[1:], strict=False)]

@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime
 from typing import Any
 
 import httpx
@@ -39,7 +38,7 @@ from tests.celery_harness import (  # noqa: F401  (fixtures)
     wait_until,
 )
 from tests.conftest import free_port
-from tests.helpers import Api, Caller, Samples, metric_samples, sample
+from tests.helpers import Api, Caller, Samples, attempt_waits, metric_samples, sample
 from tests.receivers import Received, always, fail_then_ok, hang, receiver
 
 SCHEDULE = (0.2, 0.4, 0.8)
@@ -52,22 +51,6 @@ SLACK = 0.5
 
 def gaps(requests: list[Received]) -> list[float]:
     return [b.at - a.at for a, b in itertools.pairwise(requests)]
-
-
-def waits(detail: dict[str, Any]) -> list[float]:
-    """The worker's own record of each pause: from one attempt's end to the next one's start.
-
-    Measured from the attempt list, not from when a receiver saw each request: a request that
-    reaches a loaded receiver late shortens the next gap the receiver sees, although the worker
-    waited the whole delay (a timed-out attempt's clock starts when the worker sends).
-    """
-    attempts = detail["attempts"]
-    ends = [
-        datetime.fromisoformat(a["started_at"]).timestamp() + (a["duration_ms"] or 0) / 1000
-        for a in attempts
-    ]
-    starts = [datetime.fromisoformat(a["started_at"]).timestamp() for a in attempts]
-    return [start - end for end, start in zip(ends, starts[1:], strict=False)]
 
 
 def assert_spacing(
@@ -246,7 +229,7 @@ def test_five_receivers_healthy_500_410_hanging_and_flaky(api: Api, celery: Cele
     assert broken_detail["attempts"][0]["response_excerpt"] == "boom"
     assert broken_detail["failed_at"] and not broken_detail["notified_at"]
     assert "exhausted" in (broken_detail["failure_reason"] or ""), broken_detail
-    assert_spacing(waits(broken_detail), list(SCHEDULE))
+    assert_spacing(attempt_waits(broken_detail), list(SCHEDULE))
     assert_spacing(gaps(seen["broken"]), list(SCHEDULE), late=SLACK)
     assert seen_scheduled is not None, "next_attempt_at was never set while a retry waited"
     assert seen_scheduled["next_attempt_at"] > broken_detail["attempts"][2]["started_at"]
@@ -266,7 +249,7 @@ def test_five_receivers_healthy_500_410_hanging_and_flaky(api: Api, celery: Cele
     for attempt in stuck_detail["attempts"]:
         assert TIMEOUT * 1000 * 0.9 <= attempt["duration_ms"] <= TIMEOUT * 1000 + 900, attempt
     assert "exhausted" in (stuck_detail["failure_reason"] or ""), stuck_detail
-    assert_spacing(waits(stuck_detail), list(SCHEDULE))
+    assert_spacing(attempt_waits(stuck_detail), list(SCHEDULE))
     assert_spacing(gaps(seen["stuck"]), list(SCHEDULE), extra=TIMEOUT, late=SLACK)
 
     # Fails twice, then answers 200: three attempts, notified, the same webhook-id throughout.
@@ -278,7 +261,7 @@ def test_five_receivers_healthy_500_410_hanging_and_flaky(api: Api, celery: Cele
         (3, 1, "retry", "ok", 200),
     ]
     assert flaky_detail["notified_at"] and not flaky_detail["failed_at"]
-    assert_spacing(waits(flaky_detail), list(SCHEDULE[:2]))
+    assert_spacing(attempt_waits(flaky_detail), list(SCHEDULE[:2]))
     assert_spacing(gaps(seen["flaky"]), list(SCHEDULE[:2]), late=SLACK)
 
 
