@@ -78,10 +78,16 @@ def test_second_workspace_agent_sees_nothing_of_the_first(
     run(lambda: other_workspace_sees_nothing(api, other_api, connect))
 
 
+# Not the defaults, so the descriptions prove that ``inbots mcp`` asked the server for them.
+SERVER_LIMITS = {"message_body_max": 4321, "check_inbox_default": 6, "check_inbox_max": 9}
+
+
+@pytest.mark.parametrize("settings_overrides", [{}, SERVER_LIMITS], ids=["defaults", "server"])
 def test_stdio_serves_exactly_the_tools_of_the_http_endpoint(
-    api: Api, server: ServerThread
+    api: Api, server: ServerThread, settings_overrides: dict[str, object]
 ) -> None:
     agent = api.agent("twin")
+    body_max = f"1 to {settings_overrides.get('message_body_max', 10_000):,} characters"
 
     async def scenario() -> None:
         async with (
@@ -93,6 +99,8 @@ def test_stdio_serves_exactly_the_tools_of_the_http_endpoint(
             assert [t.model_dump() for t in over_stdio_tools] == [
                 t.model_dump() for t in over_http_tools
             ]
+            send = next(t for t in over_stdio_tools if t.name == "send_message")
+            assert body_max in (send.description or ""), send.description
             assert local.client.instructions == remote.client.instructions
             over_stdio_me, over_http_me = await local.ok("whoami"), await remote.ok("whoami")
             assert set(over_stdio_me) == set(over_http_me)

@@ -16,6 +16,7 @@ from inbots.api.routes import (
     deliveries,
     health,
     inbox,
+    limits,
     metrics,
     stats,
     threads,
@@ -92,7 +93,7 @@ def create_app(
     app.state.hooks = hooks
 
     v1 = APIRouter(prefix="/v1")
-    for module in (agents, webhooks, threads, inbox, deliveries, stats):
+    for module in (agents, webhooks, threads, inbox, deliveries, stats, limits):
         v1.include_router(module.router)
     app.include_router(v1)
     app.include_router(health.router)

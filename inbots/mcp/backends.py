@@ -51,8 +51,8 @@ def _default(name: str) -> Any:
 
 @dataclass(frozen=True)
 class ToolLimits:
-    """The limits the tools describe and the stdio backend applies. The server's come from its
-    settings; ``inbots mcp`` cannot see those and uses the documented defaults."""
+    """The limits the tools describe and the stdio backend applies. ``/mcp`` takes them from its
+    settings; ``inbots mcp`` asks the server (``GET /v1/limits``) when it starts."""
 
     check_inbox_default: int = _default("check_inbox_default")
     check_inbox_max: int = _default("check_inbox_max")
@@ -70,6 +70,18 @@ class ToolLimits:
     @classmethod
     def from_settings(cls, settings: Settings) -> ToolLimits:
         return cls(**{name: getattr(settings, name) for name in cls.__dataclass_fields__})
+
+    @classmethod
+    def from_json(cls, answer: Json) -> ToolLimits:
+        """From ``GET /v1/limits``; a field the server does not name keeps its default."""
+        if not isinstance(answer, dict):
+            return cls()
+        known = {
+            name: type(getattr(cls, name))(answer[name])
+            for name in cls.__dataclass_fields__
+            if isinstance(answer.get(name), int | float) and not isinstance(answer[name], bool)
+        }
+        return cls(**known)
 
 
 class Backend(Protocol):
@@ -314,6 +326,10 @@ class HttpBackend:
         cls = self._errors.get(code, InbotsError)
         field = error.get("field")
         return cls(message, field=field if isinstance(field, str) else None)
+
+    async def server_limits(self) -> ToolLimits:
+        """The limits the server enforces (``GET /v1/limits``); InbotsError if it cannot tell."""
+        return ToolLimits.from_json(await self._call("GET", "/limits"))
 
     async def whoami(self) -> Json:
         return await self._call("GET", "/me")

@@ -7,16 +7,41 @@ protocol; anything else goes to stderr.
 
 from __future__ import annotations
 
+import sys
+
 import anyio
 from mcp.server.stdio import stdio_server
 
+from inbots.errors import InbotsError
 from inbots.mcp.backends import HttpBackend, ToolLimits
 from inbots.mcp.tools import build_server
+
+# How long start-up waits for the server's limits before it goes on with the defaults: a
+# harness waits for the MCP handshake, and an unreachable server is reported by every tool.
+LIMITS_TIMEOUT_SECONDS = 5.0
+
+
+async def server_limits(base_url: str, api_key: str) -> ToolLimits:
+    """The server's limits, so that the tool descriptions quote them; the documented defaults
+    (and one line on stderr) when the server cannot tell: unreachable, the key refused, or a
+    server older than ``GET /v1/limits``."""
+    async with HttpBackend(base_url, api_key) as probe:
+        try:
+            with anyio.fail_after(LIMITS_TIMEOUT_SECONDS):
+                return await probe.server_limits()
+        except (InbotsError, TimeoutError) as exc:
+            reason = exc.message if isinstance(exc, InbotsError) else "no answer in time"
+            print(
+                f"inbots mcp: could not read the server's limits ({reason}); "
+                "the tool descriptions quote the defaults.",
+                file=sys.stderr,
+            )
+            return ToolLimits()
 
 
 async def serve_stdio(base_url: str, api_key: str) -> None:
     """Serve the tools on stdin/stdout until the client closes them."""
-    limits = ToolLimits()
+    limits = await server_limits(base_url, api_key)
     async with HttpBackend(base_url, api_key, limits=limits) as backend:
         server = build_server(lambda _ctx: backend, limits)
         async with stdio_server() as (read_stream, write_stream):
