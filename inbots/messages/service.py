@@ -213,17 +213,21 @@ def send_message(
         idempotency_key=key,
         content_hash=fingerprint if key is not None else None,
     )
-    try:
-        with uow.session.begin_nested():
-            uow.session.add(message)
-            uow.session.flush()
-    except IntegrityError:
-        # The same key raced in from a concurrent call (in another thread of the sender's):
-        # that call's message is the one, and this is its duplicate.
-        original = _by_key(uow, caller.agent_id, key) if key is not None else None
-        if original is None:
-            raise
-        return _replay(uow, original, fingerprint)
+    if key is None:
+        uow.session.add(message)
+        uow.session.flush()
+    else:
+        try:
+            with uow.session.begin_nested():  # a savepoint only where a key can collide
+                uow.session.add(message)
+                uow.session.flush()
+        except IntegrityError:
+            # The same key raced in from a concurrent call (in another thread of the sender's):
+            # that call's message is the one, and this is its duplicate.
+            original = _by_key(uow, caller.agent_id, key)
+            if original is None:
+                raise
+            return _replay(uow, original, fingerprint)
 
     # A webhook recipient's delivery is published in the same breath: the publish is recorded
     # here (so the renotify sweep sees it if the broker never gets it) and sent after commit.
