@@ -420,6 +420,23 @@ async def wait_times_out(api: Api, connect: Connect) -> None:
     assert inbox["notice"] == "Your inbox is empty: no unacknowledged mail."
 
 
+async def wait_answers_new_mail_behind_shown(api: Api, connect: Connect) -> None:
+    """A full page of mail already shown does not hide the new message from wait_for_mail."""
+    sender, reader = api.agent("sender"), api.agent("reader")
+    thread = sender.open_thread("Busy", ["reader"])["id"]
+    for i in range(50):
+        sender.send(thread, f"older {i}")
+    assert reader.inbox()["returned"] == 50  # all shown
+    new = sender.send(thread, "the new one")["message"]["id"]
+    async with connect(reader.token) as r:
+        inbox = await r.ok("wait_for_mail", timeout_seconds=5)
+        assert [i["message_id"] for i in inbox["items"]] == [new]
+        assert inbox["waiting"] == 51
+        started = time.monotonic()
+        again = await r.ok("wait_for_mail", timeout_seconds=1)
+        assert time.monotonic() - started >= 0.9 and again["items"] == []
+
+
 async def same_stamps_as_http(api: Api, connect: Connect) -> None:
     """One message, two recipients: bob takes each step over HTTP, carol the same step through
     the tools; after every step their receipts carry the same stamps."""

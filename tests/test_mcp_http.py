@@ -30,6 +30,7 @@ from tests.mcp_client import (
     same_stamps_as_http,
     send_message_errors,
     text_of,
+    wait_answers_new_mail_behind_shown,
     wait_times_out,
     wait_wakes_on_send,
 )
@@ -103,6 +104,12 @@ def test_wait_for_mail_wakes_within_a_second_of_a_send(
 
 def test_wait_for_mail_returns_empty_at_its_timeout(api: Api, connect: Connect) -> None:
     run(lambda: wait_times_out(api, connect))
+
+
+def test_wait_for_mail_answers_new_mail_behind_a_page_already_shown(
+    api: Api, connect: Connect
+) -> None:
+    run(lambda: wait_answers_new_mail_behind_shown(api, connect))
 
 
 def test_tools_set_the_same_stamps_as_http(api: Api, connect: Connect) -> None:

@@ -115,6 +115,27 @@ def test_wait_for_already_shown_mail_does_not_return_early(api: Api) -> None:
     assert api.delivery(sent["deliveries"][0]["id"])["fetched_at"] is None
 
 
+def test_wait_answers_the_new_mail_behind_a_full_page_of_mail_already_shown(api: Api) -> None:
+    """The wait's answer lists what it woke for. With a page's worth (50) of older mail already
+    shown, the inbox's first page would not reach the new message: it would stay unshown, and
+    every later wait would answer at once, again without it."""
+    sender, reader, thread = pair(api)
+    for i in range(50):
+        sender.send(thread["id"], f"older {i}")
+    assert reader.inbox()["returned"] == 50  # all shown
+    new = sender.send(thread["id"], "the new one")
+
+    body = reader.ok("GET", "/inbox/wait", params={"timeout": "5"})
+    assert [i["message_id"] for i in body["items"]] == [new["message"]["id"]]
+    assert body["returned"] == 1 and body["waiting"] == 51 and body["more"] is True
+    assert api.delivery(new["deliveries"][0]["id"])["delivered_at"] is not None
+
+    started = time.monotonic()
+    again = reader.ok("GET", "/inbox/wait", params={"timeout": "1"})
+    assert time.monotonic() - started >= 0.9, "the wait answered at once: nothing new had come"
+    assert again == {"items": [], "returned": 0, "waiting": 51, "more": True}
+
+
 def test_wait_is_not_woken_by_mail_for_someone_else(api: Api, server: ServerThread) -> None:
     sender, reader, _ = pair(api)
     api.agent("other")

@@ -116,14 +116,20 @@ def inbox(
     *,
     maximum: int | None = None,
     default: int | None = None,
+    unshown_only: bool = False,
 ) -> Inbox:
     """Unacknowledged deliveries in open or close-requested threads, oldest first, summaries only.
 
     Stamps the returned deliveries delivered; never fetched (a summary is not the message).
+    ``unshown_only`` (the long-poll's answer) lists only deliveries never shown before, so new
+    mail is never crowded out by a full page of older mail already seen; ``waiting`` still
+    counts all unacknowledged mail.
     """
     s = uow.settings
     count = clamp_limit(limit, default or s.list_default, maximum or s.list_max)
     where = _open_inbox(caller)
+    if unshown_only:
+        where.append(Delivery.delivered_at.is_(None))
     waiting = waiting_count(uow, caller)
     sender = Agent
     rows = uow.session.execute(

@@ -227,7 +227,8 @@ class LocalBackend:
                 with anyio.move_on_after(remaining):
                     await woken.wait()
                 woken.clear()
-        return _json(await self._run(deliveries.inbox, None, mostly_reads=True))
+        found = await self._run(deliveries.inbox, None, unshown_only=True, mostly_reads=True)
+        return _json(found)
 
     async def request_close(self, thread_id: str) -> Json:
         return _json(await self._run(threads.request_close, thread_id))

@@ -55,7 +55,9 @@ async def wait_for_mail(ctx: AgentCtx, timeout: str | None = None) -> Inbox:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(woken.wait(), timeout=remaining)
             woken.clear()
-    return await run_in_threadpool(ctx.run, service.inbox, None, mostly_reads=True)
+    return await run_in_threadpool(
+        ctx.run, service.inbox, None, unshown_only=True, mostly_reads=True
+    )
 
 
 @router.get("/messages/{message_or_delivery_id}", response_model=MessageWithDelivery)
