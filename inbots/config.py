@@ -7,6 +7,7 @@ accept fractions, so tests shorten timings through settings rather than by patch
 
 from __future__ import annotations
 
+import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated
@@ -181,4 +182,11 @@ def load_settings(**overrides: object) -> Settings:
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    return load_settings()
+    """The process's settings, for the entry points that are not the CLI (uvicorn's app factory,
+    the Celery app): a bad setting ends the process with one line on stderr naming it, exit
+    status 2, instead of a traceback."""
+    try:
+        return load_settings()
+    except SettingsError as exc:
+        print(f"inbots: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None

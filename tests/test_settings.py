@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -79,6 +80,41 @@ def test_bad_setting_error_is_one_line(tmp_path: Path, name: str, value: str) ->
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, f"expected one line, got {len(lines)}:\n{done.stderr}"
     assert name in lines[0], lines
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def procfile() -> dict[str, str]:
+    lines = (ROOT / "Procfile").read_text().splitlines()
+    return dict(line.split(": ", 1) for line in lines if line.strip())
+
+
+@pytest.mark.parametrize("process", ["release", "web", "worker", "beat"])
+def test_bad_setting_stops_each_procfile_process_with_one_line(
+    tmp_path: Path, process: str
+) -> None:
+    """The Procfile's own command lines, run as a process manager would (through ``sh -c``,
+    from the repository root): each stops with one line naming the setting and exit status 2,
+    never a traceback, and the web process does not leave uvicorn restarting its workers."""
+    env = clean_env(tmp_path, INBOTS_RETRY_SCHEDULE="abc", PORT=str(free_port()))
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    try:
+        done = subprocess.run(
+            ["sh", "-c", procfile()[process]],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the {process} process kept running with a bad setting: {exc.stderr!r}")
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert len(lines) == 1 and lines[0].startswith("inbots: bad setting INBOTS_RETRY_SCHEDULE"), (
+        done.stderr
+    )
 
 
 def test_load_settings_names_the_bad_setting(

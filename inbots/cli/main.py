@@ -144,6 +144,18 @@ def _redact(url: str) -> str:
         return "(unparseable url)"
 
 
+@app.command("check")
+def check() -> None:
+    """Check the settings (INBOTS_*) and exit: 0, or 2 with one line naming a bad one.
+
+    The Procfile's web process runs this before uvicorn starts its workers, which would
+    otherwise each fail and be restarted without end."""
+    settings = settings_or_exit()
+    database = settings.database_url.partition(":")[0].partition("+")[0]
+    broker = "Redis (production)" if settings.broker_url else "none (embedded default)"
+    out.print(f"settings OK: database {database}, broker {broker}")
+
+
 @db_app.command("upgrade")
 def db_upgrade(revision: Annotated[str, typer.Argument()] = "head") -> None:
     """Apply the schema migrations (SQLite or PostgreSQL, from INBOTS_DATABASE_URL)."""
