@@ -18,6 +18,20 @@ import pytest
 
 from tests.conftest import free_port
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def procfile() -> dict[str, str]:
+    """The Procfile's command lines by process type."""
+    lines = (ROOT / "Procfile").read_text().splitlines()
+    return dict(line.split(": ", 1) for line in lines if line.strip())
+
+
+def venv_path(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with this interpreter's bin directory first on PATH (``inbots``, ``uvicorn`` and
+    ``celery`` as the Procfile names them)."""
+    return {**env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"}
+
 
 def inbots_executable() -> str:
     beside = Path(sys.executable).parent / "inbots"

@@ -4,15 +4,22 @@ embedded dispatcher and renotify timer)."""
 
 from __future__ import annotations
 
+import os
+import secrets
+import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.conftest import free_port
 from tests.helpers import Api, Caller, Samples, metric_samples, sample
+from tests.processes import ROOT, clean_env, procfile, venv_path
 from tests.receivers import always, receiver
 
 SECRET_BODY = "the launch code is zebra-7f3a-quartz, tell no one"
@@ -201,3 +208,68 @@ def test_a_notification_is_owed_until_its_thread_closes(api: Api) -> None:
         assert api.ok("GET", "/stats")["oldest_unnotified_seconds"] is None
         _, samples = scrape(api.client)
         assert sample(samples, "inbots_oldest_unnotified_seconds") == 0
+
+
+def test_procfile_web_with_several_workers_counts_every_process(tmp_path: Path) -> None:
+    """The Procfile's ``release`` then ``web`` lines, run as a process manager would: uvicorn
+    with 3 worker processes behind one port. Sends spread over the processes (a new connection
+    each), and every scrape, whichever process answers it, counts all of them."""
+    token = "ops_" + secrets.token_urlsafe(32)
+    port = free_port()
+    env = venv_path(
+        clean_env(
+            tmp_path,
+            INBOTS_DATABASE_URL=f"sqlite:///{tmp_path / 'inbots.db'}",
+            INBOTS_OPERATOR_TOKEN=token,
+            INBOTS_SESSION_SECRET=secrets.token_hex(16),
+            PORT=str(port),
+            WEB_CONCURRENCY="3",
+            TMPDIR=str(tmp_path),  # where the Procfile's mktemp makes the metrics directory
+        )
+    )
+    lines = procfile()
+    subprocess.run(["sh", "-c", lines["release"]], env=env, cwd=ROOT, check=True, timeout=60)
+    with (tmp_path / "web.log").open("wb") as log:
+        web = subprocess.Popen(
+            ["sh", "-c", lines["web"]],
+            env=env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: _answers(f"{url}/readyz"), timeout=60)
+        with Api(url, token) as api:
+            sender = api.agent("sender")
+            api.agent("reader")
+            thread = sender.open_thread("Spread", ["reader"])["id"]
+        sent = 12
+        for i in range(sent):  # a new connection each: the kernel spreads them over the workers
+            answer = httpx.post(
+                f"{url}/v1/threads/{thread}/messages",
+                json={"body": f"message {i}"},
+                headers=sender.headers,
+                timeout=30,
+            )
+            assert answer.status_code == 201, answer.text
+        seen = set()
+        for _ in range(20):
+            samples = metric_samples(httpx.get(f"{url}/metrics", timeout=30).text)
+            seen.add(sample(samples, "inbots_messages_accepted_total"))
+        assert seen == {float(sent)}, f"scrapes disagreed: {sorted(seen)}"
+    finally:
+        os.killpg(web.pid, signal.SIGTERM)
+        try:
+            web.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(web.pid, signal.SIGKILL)
+            web.wait()
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -14,7 +13,7 @@ import pytest
 
 from inbots.config import Settings, SettingsError, load_settings
 from tests.conftest import free_port
-from tests.processes import clean_env, inbots_executable, serve
+from tests.processes import ROOT, clean_env, inbots_executable, procfile, serve, venv_path
 
 SPEC = Path(__file__).resolve().parents[2] / "shared" / "spec" / "http-api.md"
 TOKEN = re.compile(r"ops_[A-Za-z0-9_-]{43,}")
@@ -82,14 +81,6 @@ def test_bad_setting_error_is_one_line(tmp_path: Path, name: str, value: str) ->
     assert name in lines[0], lines
 
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def procfile() -> dict[str, str]:
-    lines = (ROOT / "Procfile").read_text().splitlines()
-    return dict(line.split(": ", 1) for line in lines if line.strip())
-
-
 @pytest.mark.parametrize("process", ["release", "web", "worker", "beat"])
 def test_bad_setting_stops_each_procfile_process_with_one_line(
     tmp_path: Path, process: str
@@ -97,8 +88,7 @@ def test_bad_setting_stops_each_procfile_process_with_one_line(
     """The Procfile's own command lines, run as a process manager would (through ``sh -c``,
     from the repository root): each stops with one line naming the setting and exit status 2,
     never a traceback, and the web process does not leave uvicorn restarting its workers."""
-    env = clean_env(tmp_path, INBOTS_RETRY_SCHEDULE="abc", PORT=str(free_port()))
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env = venv_path(clean_env(tmp_path, INBOTS_RETRY_SCHEDULE="abc", PORT=str(free_port())))
     try:
         done = subprocess.run(
             ["sh", "-c", procfile()[process]],

@@ -9,10 +9,11 @@ from inbots.db.base import Base, UTCDateTime
 
 _REPUBLISH = (
     "publish_count > 0 AND notified_at IS NULL AND failed_at IS NULL AND acknowledged_at IS NULL"
+    " AND thread_closed_at IS NULL"
 )
 _STALL = (
     "acknowledged_at IS NULL AND failed_at IS NULL"
-    " AND (stalled_at IS NULL OR stalled_at < moved_at)"
+    " AND (stalled_at IS NULL OR stalled_at < moved_at) AND thread_closed_at IS NULL"
 )
 
 
@@ -83,6 +84,9 @@ class Delivery(Base):
     moved_at: Mapped[datetime] = mapped_column(UTCDateTime())
     # While a webhook attempt runs: no second attempt may start before this.
     claimed_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # The thread's close, copied here when it happens (threads.service.close_thread): the sweep's
+    # partial indexes leave these rows out, so closed-thread history costs a sweep nothing.
+    thread_closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
     publish_count: Mapped[int] = mapped_column(Integer, default=0)
     last_published_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import Select, or_, select, update
 
 from inbots.agents.models import Agent
 from inbots.config import Settings
@@ -51,29 +51,57 @@ def lost_publishes(now: datetime, settings: Settings) -> list[object]:
         Delivery.notified_at.is_(None),
         Delivery.failed_at.is_(None),
         Delivery.acknowledged_at.is_(None),
+        Delivery.thread_closed_at.is_(None),
         Delivery.last_published_at < now - timedelta(seconds=settings.publish_lost_seconds),
         or_(Delivery.next_attempt_at.is_(None), Delivery.next_attempt_at < now),
         or_(Delivery.claimed_until.is_(None), Delivery.claimed_until < now),
     ]
 
 
+def republish_batch(now: datetime, settings: Settings) -> Select[str, int]:
+    """One batch of lost publishes, oldest first, claimed (read through
+    ``ix_deliveries_republish``)."""
+    return (
+        select(Delivery.id, Delivery.publish_count)
+        .join(Thread, Thread.id == Delivery.thread_id)
+        .join(Agent, Agent.id == Delivery.recipient_id)
+        .where(
+            *lost_publishes(now, settings),  # type: ignore[arg-type]
+            Thread.status != CLOSED,
+            Agent.webhook_url.is_not(None),
+        )
+        .order_by(Delivery.last_published_at)
+        .limit(settings.renotify_batch_size)
+        .with_for_update(of=Delivery, skip_locked=True)
+    )
+
+
+def stall_batch(now: datetime, settings: Settings) -> Select[str]:
+    """One batch of deliveries that have not moved for the stall time, oldest first, claimed
+    (read through ``ix_deliveries_stall``)."""
+    cutoff = now - timedelta(seconds=settings.stall_seconds)
+    return (
+        select(Delivery.id)
+        .join(Thread, Thread.id == Delivery.thread_id)
+        .where(
+            Delivery.acknowledged_at.is_(None),
+            Delivery.failed_at.is_(None),
+            or_(Delivery.stalled_at.is_(None), Delivery.stalled_at < Delivery.moved_at),
+            Delivery.thread_closed_at.is_(None),
+            Delivery.moved_at < cutoff,
+            Thread.status != CLOSED,
+        )
+        .order_by(Delivery.moved_at)
+        .limit(settings.renotify_batch_size)
+        .with_for_update(of=Delivery, skip_locked=True)
+    )
+
+
 def _republish(db: Database, settings: Settings, now: datetime) -> tuple[list[Job], int]:
     jobs: list[Job] = []
     exhausted = 0
     with unit_of_work(db) as uow:
-        rows = uow.session.execute(
-            select(Delivery.id, Delivery.publish_count)
-            .join(Thread, Thread.id == Delivery.thread_id)
-            .join(Agent, Agent.id == Delivery.recipient_id)
-            .where(
-                *lost_publishes(now, settings),  # type: ignore[arg-type]
-                Thread.status != CLOSED,
-                Agent.webhook_url.is_not(None),
-            )
-            .order_by(Delivery.last_published_at)
-            .limit(settings.renotify_batch_size)
-            .with_for_update(of=Delivery, skip_locked=True)
-        ).all()
+        rows = uow.session.execute(republish_batch(now, settings)).all()
         give_up = [i for i, count in rows if count >= settings.publish_attempts]
         again = [(i, count + 1) for i, count in rows if count < settings.publish_attempts]
         if give_up:
@@ -96,22 +124,8 @@ def _republish(db: Database, settings: Settings, now: datetime) -> tuple[list[Jo
 
 
 def _mark_stalled(db: Database, settings: Settings, now: datetime) -> int:
-    cutoff = now - timedelta(seconds=settings.stall_seconds)
     with unit_of_work(db) as uow:
-        ids = uow.session.scalars(
-            select(Delivery.id)
-            .join(Thread, Thread.id == Delivery.thread_id)
-            .where(
-                Delivery.acknowledged_at.is_(None),
-                Delivery.failed_at.is_(None),
-                or_(Delivery.stalled_at.is_(None), Delivery.stalled_at < Delivery.moved_at),
-                Delivery.moved_at < cutoff,
-                Thread.status != CLOSED,
-            )
-            .order_by(Delivery.moved_at)
-            .limit(settings.renotify_batch_size)
-            .with_for_update(of=Delivery, skip_locked=True)
-        ).all()
+        ids = uow.session.scalars(stall_batch(now, settings)).all()
         if ids:
             uow.session.execute(
                 update(Delivery)

@@ -6,6 +6,10 @@ Two kinds:
   default registry): messages accepted, webhook attempts, publish failures, renotify runs. In the
   embedded default that is the one process; in production the web processes count what requests
   do, and each Celery worker serves its own ``/metrics`` on ``INBOTS_WORKER_METRICS_PORT``.
+  Several web processes behind one port (``uvicorn --workers``, as the Procfile runs them) share
+  their counts through prometheus-client's multiprocess mode: ``PROMETHEUS_MULTIPROC_DIR``, set
+  before they start, names an empty directory they all write to, and any one of them answers
+  with the sum.
 - **state**, read from the database at scrape time (:class:`DatabaseCollector`), so every web
   process reports the same truth: deliveries by derived state, the oldest stalled and
   not-yet-notified ages, agents, and the broker's queue depths.
@@ -17,10 +21,11 @@ a label.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from datetime import datetime
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -168,7 +173,18 @@ def render(db: Database, settings: Settings) -> bytes:
         state, up = b"", 0
     health = CollectorRegistry(auto_describe=False)
     health.register(_Constant("inbots_database_up", "The database answered this scrape.", up))
-    return generate_latest() + state + generate_latest(health)
+    return _events() + state + generate_latest(health)
+
+
+def _events() -> bytes:
+    """The event counters: this process's, or with ``PROMETHEUS_MULTIPROC_DIR`` set, those of
+    every process sharing that directory, summed."""
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not directory:
+        return generate_latest()
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=directory)
+    return generate_latest(registry)
 
 
 class _Constant(Collector):

@@ -12,6 +12,7 @@ from inbots.agents.models import Agent
 from inbots.agents.service import check_username
 from inbots.auth.service import Caller
 from inbots.db.uow import UnitOfWork
+from inbots.deliveries.models import Delivery
 from inbots.errors import Conflict, Forbidden, Invalid, ThreadNotOpen, not_found
 from inbots.kit.clock import utcnow
 from inbots.kit.ids import new_id
@@ -255,6 +256,12 @@ def close_thread(uow: UnitOfWork, caller: Caller, thread_id: str) -> ThreadRead:
         now = utcnow()
         thread.status = CLOSED
         thread.closed_at = now
+        uow.session.execute(  # out of the renotify sweep's indexes (see Delivery)
+            update(Delivery)
+            .where(Delivery.thread_id == thread.id, Delivery.thread_closed_at.is_(None))
+            .values(thread_closed_at=now)
+            .execution_options(synchronize_session=False)
+        )
         uow.session.flush()
     return to_reads(uow, [thread])[0]
 

@@ -1,0 +1,137 @@
+"""The renotify sweep, called directly as the beat's task and the embedded dispatcher call it,
+with a moment an hour ahead so that fresh deliveries look stalled and their publishes lost.
+
+(The test server's own embedded sweep runs too, on the real clock, where nothing is old yet.)
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from inbots.config import Settings
+from inbots.db.engine import Database
+from inbots.deliveries.models import Delivery
+from inbots.deliveries.renotify import SweepReport, republish_batch, stall_batch, sweep
+from inbots.jobs import Job
+from inbots.kit.clock import utcnow
+from tests.conftest import free_port
+from tests.helpers import Api
+
+
+def later() -> datetime:
+    return utcnow() + timedelta(hours=1)  # past the 15-minute stall time and the publish window
+
+
+def no_publish(jobs: Sequence[Job]) -> None:
+    assert not jobs, "nothing here has a webhook to republish to"
+
+
+def mailbox(api: Api, recipients: int, messages: int, **agent: Any) -> tuple[str, list[str]]:
+    """A thread from ``sender`` to ``recipients`` new agents (``agent``: extra registration
+    fields), with ``messages`` messages in it; returns the thread and its delivery ids."""
+    tag = f"{free_port()}"
+    names = [f"r{tag}-{i:02d}" for i in range(recipients)]
+    for name in names:
+        api.ok("POST", "/agents", 201, json={"name": name, **agent})
+    sender = api.agent(f"s{tag}")
+    thread = sender.open_thread("Stall me", names)["id"]
+    ids = [d["id"] for _ in range(messages) for d in sender.send(thread, "hello")["deliveries"]]
+    return thread, ids
+
+
+@pytest.mark.parametrize("settings_overrides", [{"renotify_batch_size": 4}])
+def test_stalled_is_stamped_in_bounded_batches_once_per_stall(
+    api: Api, database: Database, settings: Settings
+) -> None:
+    _, ids = mailbox(api, 2, 5)
+    now = later()
+    reports = [sweep(database, settings, no_publish, now) for _ in range(4)]
+    assert [r.stalled for r in reports] == [4, 4, 2, 0]
+    for delivery_id in ids:
+        detail = api.delivery(delivery_id)
+        assert detail["state"] == "stalled" and detail["stalled_at"], detail
+
+
+@pytest.mark.parametrize("settings_overrides", [{"renotify_batch_size": 5}])
+def test_two_sweeps_at_once_never_act_on_the_same_delivery(
+    api: Api, database: Database, settings: Settings
+) -> None:
+    """Each sweep claims its batch (``FOR UPDATE SKIP LOCKED`` on PostgreSQL; one writer at a
+    time on SQLite): together they stamp each of the 30 deliveries exactly once."""
+    _, ids = mailbox(api, 3, 10)
+    now = later()
+    reports: list[SweepReport] = []
+    lock = threading.Lock()
+
+    def run() -> None:
+        while True:
+            report = sweep(database, settings, no_publish, now)
+            with lock:
+                reports.append(report)
+            if not report.stalled:
+                return
+
+    runners = [threading.Thread(target=run) for _ in range(2)]
+    for runner in runners:
+        runner.start()
+    for runner in runners:
+        runner.join(timeout=60)
+    assert sum(r.stalled for r in reports) == len(ids) == 30, reports
+    assert max(r.stalled for r in reports) <= 5
+
+
+def test_a_closed_thread_is_out_of_the_sweep(
+    api: Api, database: Database, settings: Settings
+) -> None:
+    thread, ids = mailbox(api, 2, 3)
+    api.ok("POST", f"/threads/{thread}/close")
+    with database.engine.connect() as conn:
+        closed = conn.scalars(select(Delivery.thread_closed_at).where(Delivery.id.in_(ids))).all()
+    assert len(closed) == 6 and all(closed), closed
+    assert sweep(database, settings, no_publish, later()).stalled == 0
+    assert all(api.delivery(d)["stalled_at"] is None for d in ids)
+
+
+def _index_scans(plan: dict[str, Any], index: str) -> list[dict[str, Any]]:
+    found = [plan] if plan.get("Index Name") == index else []
+    for child in plan.get("Plans", []):
+        found += _index_scans(child, index)
+    return found
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_a_sweep_reads_none_of_the_closed_threads_rows(
+    api: Api, database: Database, settings: Settings
+) -> None:
+    """The sweep's cost follows the rows it may act on, not the closed-thread history: with 300
+    deliveries in a closed thread (stalled-looking, their webhook publishes unanswered), each of
+    its two queries reads only the open thread's rows from its index (PostgreSQL's own count,
+    ``EXPLAIN ANALYZE``)."""
+    dead = f"http://127.0.0.1:{free_port()}/hook"  # nothing listens: never notified
+    closed, _ = mailbox(api, 10, 30, webhook_url=dead)
+    api.ok("POST", f"/threads/{closed}/close")
+    _, open_ids = mailbox(api, 3, 1, webhook_url=dead)
+
+    now = later()
+    with database.engine.connect() as conn, conn.begin():
+        conn.exec_driver_sql("SET LOCAL enable_seqscan = off")  # read through the indexes
+        conn.exec_driver_sql("SET LOCAL enable_bitmapscan = off")
+        for build, index in (
+            (stall_batch, "ix_deliveries_stall"),
+            (republish_batch, "ix_deliveries_republish"),
+        ):
+            compiled = build(now, settings).compile(dialect=conn.dialect)
+            (plan,) = conn.exec_driver_sql(
+                "EXPLAIN (ANALYZE, FORMAT JSON) " + compiled.string, compiled.params
+            ).scalar_one()
+            scans = _index_scans(plan["Plan"], index)
+            assert scans, f"{index} was not used: {plan}"
+            read = sum(s["Actual Rows"] * s["Actual Loops"] for s in scans)
+            assert read <= len(open_ids), f"{index}: read {read} rows for {len(open_ids)}"
+        conn.rollback()
