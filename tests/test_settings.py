@@ -277,6 +277,8 @@ def test_openapi_lists_every_implemented_v1_path_of_the_contract(tmp_path: Path)
             if (method, normalise(path)) not in documented:
                 missing.append((method, path))
     assert not missing, f"served but not in /openapi.json: {missing}"
+    send = document["paths"]["/v1/threads/{thread_id}/messages"]["post"]["responses"]
+    assert {"200", "201"} <= set(send), "a send answers 201, and 200 for a repeated key"
     # What exists today must at least be found, so the probe above is not vacuous.
     core = {
         ("POST", "/v1/agents"),

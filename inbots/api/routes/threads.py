@@ -45,7 +45,18 @@ def add_participant(ctx: Ctx, thread_id: str, body: ParticipantAdd) -> ThreadRea
     return ctx.run(service.add_participant, thread_id, body.username)
 
 
-@router.post("/threads/{thread_id}/messages", status_code=201, response_model=SendResult)
+@router.post(
+    "/threads/{thread_id}/messages",
+    status_code=201,
+    response_model=SendResult,
+    responses={
+        200: {
+            "model": SendResult,
+            "description": "A repeat of an earlier send with the same Idempotency-Key: the "
+            "original message and deliveries, with duplicate set.",
+        }
+    },
+)
 def post_message(
     ctx: Ctx,
     thread_id: str,
