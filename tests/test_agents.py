@@ -159,7 +159,9 @@ def test_archived_agent_keeps_its_username_taken(api: Api) -> None:
 
 
 def test_operator_username_is_reserved(api: Api) -> None:
-    assert_error(api.post("/agents", json={"name": "operator"}), 409, "username_taken")
+    refused = api.post("/agents", json={"name": "operator"})
+    assert_error(refused, 409, "username_taken")
+    assert "reserved" in refused.json()["error"]["message"], refused.text
     assert api.ok("GET", "/agents")["items"] == []
 
 

@@ -147,6 +147,12 @@ def test_threads_post_show_close_dismiss(api: Api) -> None:
     listed = inbots(api, "threads", "list", "--json").json()
     assert listed == api.ok("GET", "/threads") and listed["items"][0]["id"] == tid
     assert "Plan the launch" in ok(api, "threads", "list").stdout
+    second = api.open_thread("Second", ["bob"])["id"]
+    one = inbots(api, "threads", "list", "--limit", "1", "--json").json()
+    assert [t["id"] for t in one["items"]] == [second] and one["next_cursor"]
+    assert "more: --all" in ok(api, "threads", "list", "--limit", "1").stdout
+    every = inbots(api, "threads", "list", "--limit", "1", "--all", "--json").json()
+    assert [t["id"] for t in every["items"]] == [second, tid] and every["next_cursor"] is None
 
     posted = inbots(
         api, "post", tid, "Ship on Friday", "--summary", "Friday", "--kind", "decision", "--json"

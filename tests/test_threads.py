@@ -148,6 +148,36 @@ def test_operator_opening_with_unknown_participant_is_rejected(api: Api) -> None
 # --- listing -------------------------------------------------------------------------------
 
 
+def test_thread_lists_page_with_a_cursor_to_the_last_thread(api: Api) -> None:
+    """Past one page the answer says so (``next_cursor``) and the cursor visits every thread
+    once, most recent activity first, for the operator and for an agent alike."""
+    alice = api.agent("alice")
+    api.agent("bob")
+    opened = [alice.open_thread(f"task {i}", ["bob"])["id"] for i in range(7)]
+    alice.send(opened[2], "activity moves it to the top")
+    expected = [opened[2], *reversed([t for t in opened if t != opened[2]])]
+
+    for caller in (api, alice):
+        seen, pages, cursor = [], [], None
+        while True:
+            params = {"limit": 3, **({"cursor": cursor} if cursor else {})}
+            page = caller.ok("GET", "/threads", params=params)
+            pages.append(len(page["items"]))
+            seen += [t["id"] for t in page["items"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert pages == [3, 3, 1] and seen == expected, (caller.name, pages, seen)
+    assert api.ok("GET", "/threads")["next_cursor"] is None  # 7 fit the default page
+
+
+def test_thread_list_with_a_bad_cursor_is_rejected(api: Api) -> None:
+    for cursor in ("nonsense", "dGhfMTIz", "bm90LWEtdGltZXx0aF8x"):
+        answer = api.get("/threads", params={"cursor": cursor})
+        assert answer.status_code == 422, (cursor, answer.text)
+        assert answer.json()["error"]["field"] == "cursor"
+
+
 def test_agent_lists_only_its_unclosed_threads_most_recent_activity_first(api: Api) -> None:
     alice = api.agent("alice")
     bob = api.agent("bob")

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import func, or_, select
 from sqlalchemy.exc import IntegrityError
 
-from inbots.agents.models import KIND_AGENT, KIND_OPERATOR, Agent
+from inbots.agents.models import KIND_AGENT, KIND_OPERATOR, OPERATOR_USERNAME, Agent
 from inbots.agents.schemas import AgentCreated, AgentRead, DirectoryEntry
 from inbots.auth.service import Caller
 from inbots.config import Settings
@@ -133,6 +133,12 @@ def register_agent(
         except IntegrityError:
             taken = "raced"
     if taken is not None:
+        if username == OPERATOR_USERNAME:
+            raise UsernameTaken(
+                f"The username {username!r} is reserved: it names the workspace's operator in "
+                "threads and messages.",
+                field="name",
+            )
         raise UsernameTaken(
             f"The username {username!r} is taken in this workspace (archived agents keep theirs).",
             field="name",

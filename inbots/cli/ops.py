@@ -482,14 +482,17 @@ def threads_list(
         str | None, typer.Option(help="open, close_requested or closed (default: any).")
     ] = None,
     limit: LimitOpt = None,
+    all_pages: Annotated[
+        bool, typer.Option("--all", help="Follow next_cursor to the last page.")
+    ] = False,
     url: UrlOpt = DEFAULT_URL,
     token: TokenOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Every thread, most recent activity first."""
     with connect(url, token, as_json) as api:
-        page = api.get("/threads", status=status, limit=limit)
-    emit(page, as_json, lambda p: threads_table(p["items"]))
+        page = every_page(api, "/threads", all_pages, status=status, limit=limit)
+    emit(page, as_json, lambda p: with_more(threads_table(p["items"]), p))
 
 
 @threads_app.command("open")
@@ -584,16 +587,19 @@ def deliveries_list(
     """Delivery receipts, newest first."""
     query = {"state": state, "agent": agent, "thread": thread, "limit": limit}
     with connect(url, token, as_json) as api:
-        if all_pages:
-            items = [item for page in api.pages("/deliveries", **query) for item in page["items"]]
-            page = {"items": items, "next_cursor": None}
-        else:
-            page = api.get("/deliveries", **query)
-    emit(page, as_json, deliveries_page)
+        page = every_page(api, "/deliveries", all_pages, **query)
+    emit(page, as_json, lambda p: with_more(deliveries_table(p["items"]), p))
 
 
-def deliveries_page(page: Json) -> Table:
-    grid = deliveries_table(page["items"])
+def every_page(api: Client, path: str, all_pages: bool, **query: Any) -> Json:
+    """One page, or with ``all_pages`` every item of every page (``next_cursor`` then None)."""
+    if not all_pages:
+        return api.get(path, **query)
+    items = [item for page in api.pages(path, **query) for item in page["items"]]
+    return {"items": items, "next_cursor": None}
+
+
+def with_more(grid: Table, page: Json) -> Table:
     if page.get("next_cursor"):
         grid.caption = "more: --all for every page"
     return grid

@@ -342,7 +342,8 @@ class HttpBackend:
         return await self._call("GET", "/directory", params=params)
 
     async def list_threads(self) -> Json:
-        return await self._call("GET", "/threads")
+        page = await self._call("GET", "/threads")
+        return {"items": page.get("items", [])}  # the tool's shape: the first page, no cursor
 
     async def open_thread(self, title: str, goal: str | None, participants: list[str]) -> Json:
         body = {"title": title, "goal": goal, "participants": participants}

@@ -34,6 +34,12 @@ class ThreadList(BaseModel):
     items: list[ThreadRead]
 
 
+class ThreadPage(ThreadList):
+    """``GET /v1/threads``: one page."""
+
+    next_cursor: str | None = None  # more threads: pass it back as ?cursor=
+
+
 class MessageWithReceipts(MessageRead):
     deliveries: list[DeliveryRead]
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 
-from sqlalchemy import Select, select, update
+from sqlalchemy import Select, and_, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from inbots.agents.models import Agent
@@ -14,11 +15,11 @@ from inbots.auth.service import Caller
 from inbots.db.uow import UnitOfWork
 from inbots.deliveries.models import Delivery
 from inbots.errors import Conflict, Forbidden, Invalid, ThreadNotOpen, not_found
-from inbots.kit.clock import utcnow
+from inbots.kit.clock import rfc3339, utcnow
 from inbots.kit.ids import new_id
-from inbots.kit.paging import clamp_limit
+from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
 from inbots.threads.models import CLOSE_REQUESTED, CLOSED, OPEN, STATUSES, Participant, Thread
-from inbots.threads.schemas import ThreadDetail, ThreadRead
+from inbots.threads.schemas import ThreadDetail, ThreadPage, ThreadRead
 
 
 def visible_thread(
@@ -165,11 +166,23 @@ def open_thread(
 def list_threads(
     uow: UnitOfWork, caller: Caller, status: str | None = None, limit: object = None
 ) -> list[ThreadRead]:
+    """The first page of :func:`thread_page`."""
+    return thread_page(uow, caller, status, limit).items
+
+
+def thread_page(
+    uow: UnitOfWork,
+    caller: Caller,
+    status: str | None = None,
+    limit: object = None,
+    cursor: str | None = None,
+) -> ThreadPage:
     """Agents: threads they are in that are not closed. Operator: every thread. Most recent
-    activity first."""
+    activity first; ``next_cursor`` continues after the last item."""
     if status is not None and status not in STATUSES:
         raise Invalid(f"status must be one of {', '.join(STATUSES)}.", field="status")
     s = uow.settings
+    count = clamp_limit(limit, s.list_default, s.list_max)
     stmt = select(Thread).where(Thread.workspace_id == caller.workspace_id)
     if not caller.is_operator:
         stmt = stmt.join(
@@ -178,10 +191,37 @@ def list_threads(
         ).where(Thread.status != CLOSED)
     if status is not None:
         stmt = stmt.where(Thread.status == status)
-    stmt = stmt.order_by(Thread.last_activity_at.desc(), Thread.id.desc()).limit(
-        clamp_limit(limit, s.list_default, s.list_max)
+    after = _after(cursor)
+    if after is not None:
+        at, last_id = after
+        stmt = stmt.where(
+            or_(
+                Thread.last_activity_at < at,
+                and_(Thread.last_activity_at == at, Thread.id < last_id),
+            )
+        )
+    stmt = stmt.order_by(Thread.last_activity_at.desc(), Thread.id.desc()).limit(count + 1)
+    rows = uow.session.scalars(stmt).all()
+    page, more = rows[:count], len(rows) > count
+    next_cursor = (
+        encode_cursor(f"{rfc3339(page[-1].last_activity_at)}|{page[-1].id}") if more else None
     )
-    return to_reads(uow, uow.session.scalars(stmt).all())
+    return ThreadPage(items=to_reads(uow, page), next_cursor=next_cursor)
+
+
+def _after(cursor: str | None) -> tuple[datetime, str] | None:
+    """A thread-list cursor: the last item's activity time and id."""
+    value = decode_cursor(cursor)
+    if value is None:
+        return None
+    stamp, _, last_id = value.partition("|")
+    try:
+        at = datetime.fromisoformat(stamp)
+    except ValueError:
+        raise Invalid("cursor is not one this server gave out.", field="cursor") from None
+    if not last_id.startswith("th_") or at.tzinfo is None:
+        raise Invalid("cursor is not one this server gave out.", field="cursor")
+    return at, last_id
 
 
 def get_thread(uow: UnitOfWork, caller: Caller, thread_id: str) -> ThreadDetail:

@@ -12,7 +12,7 @@ from inbots.threads.schemas import (
     ParticipantAdd,
     ThreadCreate,
     ThreadDetail,
-    ThreadList,
+    ThreadPage,
     ThreadRead,
 )
 
@@ -25,12 +25,16 @@ def open_thread(ctx: Ctx, body: ThreadCreate) -> ThreadRead:
     return ctx.run(service.open_thread, body.title, body.goal, body.participants)
 
 
-@router.get("/threads", response_model=ThreadList)
+@router.get("/threads", response_model=ThreadPage)
 def list_threads(
-    ctx: Ctx, status: str | None = None, limit: Annotated[str | None, Query()] = None
-) -> ThreadList:
-    """Agents: threads they are in that are not closed. Operator: every thread (``?status=``)."""
-    return ThreadList(items=ctx.run(service.list_threads, status, limit, readonly=True))
+    ctx: Ctx,
+    status: str | None = None,
+    limit: Annotated[str | None, Query()] = None,
+    cursor: str | None = None,
+) -> ThreadPage:
+    """Agents: threads they are in that are not closed. Operator: every thread (``?status=``).
+    Most recent activity first; follow ``next_cursor`` for more."""
+    return ctx.run(service.thread_page, status, limit, cursor, readonly=True)
 
 
 @router.get("/threads/{thread_id}", response_model=ThreadDetail, response_model_exclude_none=False)
