@@ -30,7 +30,6 @@ from inbots.deliveries.models import Delivery
 from inbots.jobs import Job
 from inbots.kit.clock import utcnow
 from inbots.observability import metrics
-from inbots.threads.models import CLOSED, Thread
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +62,9 @@ def republish_batch(now: datetime, settings: Settings) -> Select[str, int]:
     ``ix_deliveries_republish``)."""
     return (
         select(Delivery.id, Delivery.publish_count)
-        .join(Thread, Thread.id == Delivery.thread_id)
         .join(Agent, Agent.id == Delivery.recipient_id)
         .where(
             *lost_publishes(now, settings),  # type: ignore[arg-type]
-            Thread.status != CLOSED,
             Agent.webhook_url.is_not(None),
         )
         .order_by(Delivery.last_published_at)
@@ -82,14 +79,12 @@ def stall_batch(now: datetime, settings: Settings) -> Select[str]:
     cutoff = now - timedelta(seconds=settings.stall_seconds)
     return (
         select(Delivery.id)
-        .join(Thread, Thread.id == Delivery.thread_id)
         .where(
             Delivery.acknowledged_at.is_(None),
             Delivery.failed_at.is_(None),
             or_(Delivery.stalled_at.is_(None), Delivery.stalled_at < Delivery.moved_at),
-            Delivery.thread_closed_at.is_(None),
+            Delivery.thread_closed_at.is_(None),  # stamped in the transaction that closes it
             Delivery.moved_at < cutoff,
-            Thread.status != CLOSED,
         )
         .order_by(Delivery.moved_at)
         .limit(settings.renotify_batch_size)
