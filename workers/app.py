@@ -17,6 +17,7 @@ from inbots.config import get_settings
 from inbots.db.base import import_models
 from inbots.jobs import NOTIFY_QUEUE, RENOTIFY_TASK, RETRY_QUEUE, SWEEP_QUEUE, celery_config
 from inbots.observability.logs import configure_logging
+from workers.broker import transport_for
 
 import_models()  # the tasks' queries join across every table
 settings = get_settings()
@@ -36,6 +37,13 @@ app.conf.update(
         }
     },
     worker_hijack_root_logger=False,
+    # kombu's Redis transport with a guard that keeps a busy worker alive through a broker
+    # restart (workers/broker.py says why). Only the worker and beat use it: the web publishes
+    # through kombu's own transport and never closes a consuming channel.
+    broker_transport=transport_for(settings.broker_url),
+    # Reconnect for as long as the broker is away: Celery's default (100 tries, up to 30 s
+    # apart) ends the worker after about 50 minutes of outage.
+    broker_connection_max_retries=None,
 )
 
 
