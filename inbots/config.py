@@ -46,6 +46,8 @@ class Settings(BaseSettings):
     session_secret: str = Field(default="", repr=False)
     metrics_token: str = Field(default="", repr=False)
     worker_metrics_port: int = Field(default=0, ge=0, le=65535)
+    # Where `inbots web` keeps its processes' metric files ("" = a temporary directory).
+    metrics_dir: str = ""
     db_pool_size: int = Field(default=10, ge=1, le=200)
     sqlite_busy_timeout_seconds: PositiveSeconds = 30.0
 

@@ -12,6 +12,7 @@ from typing import Any
 from celery import Celery
 from celery.signals import setup_logging, worker_ready
 from kombu import Queue
+from kombu.utils.objects import cached_property
 
 from inbots.config import get_settings
 from inbots.db.base import import_models
@@ -19,9 +20,23 @@ from inbots.jobs import NOTIFY_QUEUE, RENOTIFY_TASK, RETRY_QUEUE, SWEEP_QUEUE, c
 from inbots.observability.logs import configure_logging
 from workers.broker import transport_for
 
+
+class Inbots(Celery):
+    """The Celery app, whose ``worker`` and ``beat`` programs log as Inbots does."""
+
+    @cached_property
+    def Worker(self) -> Any:
+        return self.subclass_with_self("workers.programs:Worker")
+
+    @cached_property
+    def Beat(self) -> Any:
+        return self.subclass_with_self("workers.programs:Beat")
+
+
 import_models()  # the tasks' queries join across every table
 settings = get_settings()
-app = Celery("inbots")
+configure_logging(settings)  # from the first line on, before Celery sets up its logging
+app = Inbots("inbots")
 app.conf.update(celery_config(settings))
 app.conf.update(
     # First attempts and retries wait in separate queues, so a dead receiver's retries never
@@ -36,6 +51,10 @@ app.conf.update(
             "options": {"queue": SWEEP_QUEUE, "expires": settings.renotify_interval_seconds},
         }
     },
+    # Beat keeps its schedule in memory: the one entry is an interval, so a restarted beat loses
+    # nothing worth a file (the default, PersistentScheduler, writes celerybeat-schedule* into
+    # the working directory).
+    beat_scheduler="celery.beat:Scheduler",
     worker_hijack_root_logger=False,
     # kombu's Redis transport with a guard that keeps a busy worker alive through a broker
     # restart (workers/broker.py says why). Only the worker and beat use it: the web publishes

@@ -38,8 +38,7 @@ import redis.exceptions
 from kombu.transport import redis as kombu_redis
 
 
-
-class Channel(kombu_redis.Channel):  # type: ignore[misc]
+class Channel(kombu_redis.Channel):
     def _connparams(self, asynchronous: bool = False) -> Any:
         transport = self.connection
         if transport is None or transport.client is None:
@@ -49,7 +48,7 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
         return super()._connparams(asynchronous=asynchronous)
 
 
-class Transport(kombu_redis.Transport):  # type: ignore[misc]
+class Transport(kombu_redis.Transport):
     Channel = Channel
 
 

@@ -13,6 +13,7 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 
+from inbots.api.serving import metrics_directory, uvicorn_options
 from inbots.cli import ops
 from inbots.cli.client import EXIT_INTERNAL, EXIT_USAGE, CliError, report
 from inbots.config import Settings, SettingsError, load_settings
@@ -80,12 +81,44 @@ def serve(
     _print_minted(seeded.minted_token)
     out.print(f"Dashboard: {base}/   (sign in with the operator token)")
     out.print(f"API: {base}/v1   OpenAPI: {base}/openapi.json   MCP: {base}/mcp")
-    uvicorn.run(
-        create_app(settings, db),
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level.lower(),
+    options = uvicorn_options(settings)
+    uvicorn.run(create_app(settings, db), host=settings.host, port=settings.port, **options)
+
+
+@app.command()
+def web(
+    host: Annotated[str | None, typer.Option(help="Interface to listen on [INBOTS_HOST].")] = None,
+    port: Annotated[int | None, typer.Option(help="Port to listen on [INBOTS_PORT].")] = None,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Web processes behind the one port (uvicorn workers).")
+    ] = 4,
+) -> None:
+    """Run the web process of a production deployment (the Procfile's ``web``).
+
+    Checks the settings like ``inbots check`` (a bad one stops here, with one line, before
+    uvicorn starts processes that would each fail), prepares the metrics directory
+    (INBOTS_METRICS_DIR) and serves the API, /mcp, the dashboard and /metrics with uvicorn and
+    WORKERS processes. Migrations are ``inbots db upgrade``'s job (the release step)."""
+    import logging
+
+    import uvicorn
+
+    from inbots.observability.logs import configure_logging
+
+    settings = settings_or_exit(host=host, port=port)
+    configure_logging(settings)
+    logging.getLogger("inbots.web").info(
+        "settings OK; serving with %d web processes", workers, extra=_describe(settings)
     )
+    with metrics_directory(settings):
+        uvicorn.run(
+            "inbots.api.app:create_app",
+            factory=True,
+            host=settings.host,
+            port=settings.port,
+            workers=workers,
+            **uvicorn_options(settings),
+        )
 
 
 @app.command("mcp")
@@ -151,9 +184,14 @@ def check() -> None:
     The Procfile's web process runs this before uvicorn starts its workers, which would
     otherwise each fail and be restarted without end."""
     settings = settings_or_exit()
+    described = _describe(settings)
+    out.print(f"settings OK: database {described['database']}, broker {described['broker']}")
+
+
+def _describe(settings: Settings) -> dict[str, str]:
     database = settings.database_url.partition(":")[0].partition("+")[0]
     broker = "Redis (production)" if settings.broker_url else "none (embedded default)"
-    out.print(f"settings OK: database {database}, broker {broker}")
+    return {"database": database, "broker": broker}
 
 
 @db_app.command("upgrade")

@@ -78,8 +78,16 @@ class Redactor(logging.Filter):
         return True
 
 
+# uvicorn's copy of the message with terminal colours: the message is there already.
+_COPIES = frozenset({"color_message"})
+
+
 def _extras(record: logging.LogRecord) -> dict[str, Any]:
-    return {k: v for k, v in vars(record).items() if k not in _STANDARD and not k.startswith("_")}
+    return {
+        k: v
+        for k, v in vars(record).items()
+        if k not in _STANDARD and k not in _COPIES and not k.startswith("_")
+    }
 
 
 class JsonFormatter(logging.Formatter):
@@ -109,24 +117,62 @@ class TextFormatter(logging.Formatter):
         return line
 
 
-def configure_logging(settings: Settings, stream: Any = None) -> logging.Handler:
-    """Send every logger (uvicorn's and Celery's too) through one redacting handler."""
-    json_lines = settings.log_format == "json" or (
+def json_lines(settings: Settings) -> bool:
+    """One JSON object a line: ``INBOTS_LOG_FORMAT=json``, or ``auto`` in production."""
+    return settings.log_format == "json" or (
         settings.log_format == "auto" and settings.environment == "production"
     )
+
+
+def make_handler(json_format: bool, stream: Any = None) -> logging.Handler:
+    """The redacting handler every Inbots process logs through (stderr by default)."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.addFilter(Redactor())
-    handler.setFormatter(JsonFormatter() if json_lines else TextFormatter())
+    handler.setFormatter(JsonFormatter() if json_format else TextFormatter())
+    handler._inbots = True  # type: ignore[attr-defined]
+    # Warnings (a library's deprecation, Celery's "running as root") are log lines too, not
+    # text on stderr beside them.
+    logging.captureWarnings(True)
+    return handler
+
+
+# Loggers of the servers we run in, which would otherwise print with handlers of their own.
+_SERVER_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "celery", "celery.task")
+_NOISY = ("httpx", "httpcore")  # request lines would repeat every webhook URL
+
+
+def configure_logging(settings: Settings, stream: Any = None) -> logging.Handler:
+    """Send every logger (uvicorn's and Celery's too) through one redacting handler."""
+    handler = make_handler(json_lines(settings), stream)
     root = logging.getLogger()
     for old in [h for h in root.handlers if getattr(h, "_inbots", False)]:
         root.removeHandler(old)
-    handler._inbots = True  # type: ignore[attr-defined]
     root.addHandler(handler)
     root.setLevel(settings.log_level)
-    for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "celery", "celery.task"):
+    for name in _SERVER_LOGGERS:
         logger = logging.getLogger(name)
         logger.handlers.clear()
         logger.propagate = True
-    for noisy in ("httpx", "httpcore"):  # request lines would repeat every webhook URL
+    for noisy in _NOISY:
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
     return handler
+
+
+def logging_config(settings: Settings) -> dict[str, Any]:
+    """:func:`configure_logging` as a ``logging.config.dictConfig`` dictionary, for a server that
+    sets up logging in processes of its own before any Inbots code runs there: uvicorn's
+    ``log_config``, applied in its supervisor and in each worker process, so its start-up lines
+    are already Inbots' lines."""
+    quiet = logging.getLevelName(max(logging.WARNING, logging.getLevelName(settings.log_level)))
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "handlers": {
+            "inbots": {"()": f"{__name__}.make_handler", "json_format": json_lines(settings)},
+        },
+        "root": {"handlers": ["inbots"], "level": settings.log_level},
+        "loggers": {
+            **{name: {"handlers": [], "propagate": True} for name in _SERVER_LOGGERS},
+            **{name: {"level": quiet} for name in _NOISY},
+        },
+    }
