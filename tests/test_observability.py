@@ -224,7 +224,7 @@ def test_procfile_web_with_several_workers_counts_every_process(tmp_path: Path) 
             INBOTS_SESSION_SECRET=secrets.token_hex(16),
             PORT=str(port),
             WEB_CONCURRENCY="3",
-            TMPDIR=str(tmp_path),  # where the Procfile's mktemp makes the metrics directory
+            TMPDIR=str(tmp_path),  # where inbots web makes its temporary metrics directory
         )
     )
     lines = procfile()
@@ -266,6 +266,8 @@ def test_procfile_web_with_several_workers_counts_every_process(tmp_path: Path) 
         except subprocess.TimeoutExpired:
             os.killpg(web.pid, signal.SIGKILL)
             web.wait()
+    assert web.returncode == 0, (tmp_path / "web.log").read_text()
+    assert list(tmp_path.glob("inbots-metrics-*")) == [], "web left its metrics directory"
 
 
 def _answers(url: str) -> bool:

@@ -99,10 +99,8 @@ class Process:
         if self.alive:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGTERM)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                pass
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -224,8 +222,7 @@ def test_the_worker_delivers_everything_after_two_redis_restarts_with_notificati
     sent: list[str] = []
     with contextlib.ExitStack() as stack, Api(deployment.url, deployment.token) as api:
         hooks: dict[str, Receiver] = {
-            name: stack.enter_context(receiver(behaviour))
-            for name, behaviour in behaviours.items()
+            name: stack.enter_context(receiver(behaviour)) for name, behaviour in behaviours.items()
         }
         for name, hook in hooks.items():
             api.ok("POST", "/agents", 201, json={"name": name, "webhook_url": hook.url})
@@ -248,12 +245,13 @@ def test_the_worker_delivers_everything_after_two_redis_restarts_with_notificati
         sending = threading.Thread(target=send, daemon=True)
         sending.start()
         try:
-            for outage in (5.0, 8.0):
+            for number, outage in enumerate((5.0, 8.0), start=1):
                 wait_until(in_flight, 20, "notifications in flight", 0.01, deployment.logs)
                 redis_broker.stop()
                 time.sleep(outage)
                 redis_broker.start()
                 time.sleep(2.0)
+                assert worker.alive, f"the worker exited in Redis restart {number}\n{worker.tail()}"
             restarted_at = time.monotonic()
             time.sleep(2.0)
         finally:
@@ -272,7 +270,9 @@ def test_the_worker_delivers_everything_after_two_redis_restarts_with_notificati
 
         wait_until(all_notified, 45, "every delivery to be notified", 0.5, show)
         details = {d: api.delivery(d) for d in sent}
-        received = {name: [r.headers["webhook-id"] for r in h.requests] for name, h in hooks.items()}
+        received = {
+            name: [r.headers["webhook-id"] for r in hook.requests] for name, hook in hooks.items()
+        }
         late = sum(1 for h in hooks.values() for r in h.requests if r.at > restarted_at)
 
     assert worker.alive, f"the worker exited\n{worker.tail()}"
