@@ -304,7 +304,7 @@ def test_every_line_the_processes_write_is_json_and_nothing_is_left_behind(
         thread = sender.open_thread("Logged", ["reader"])["id"]
         sender.send(thread, "hello")
         received = hook.wait_for(1, timeout=15)
-        assert list(deployment.metrics_dir.glob("*.db")), "web keeps its metrics elsewhere"
+        metric_files = list(deployment.metrics_dir.glob("*.db"))
     assert received
     codes = {name: p.stop() for name, p in deployment.processes.items()}
     assert codes == {"web": 0, "worker": 0, "beat": 0}, f"{codes}\n{deployment.logs()}"
@@ -324,5 +324,6 @@ def test_every_line_the_processes_write_is_json_and_nothing_is_left_behind(
     worker = deployment.processes["worker"].log()
     assert " ready." in worker and "warm shutdown" in worker, worker
 
+    assert metric_files, "web did not keep its metrics in INBOTS_METRICS_DIR"
     assert [p.name for p in deployment.workdir.iterdir()] == [], "beat or web left files in cwd"
     assert list(deployment.metrics_dir.glob("*.db")) == [], "web left its metric files"
