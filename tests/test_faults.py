@@ -240,9 +240,8 @@ def test_redis_down_while_sending_loses_nothing(
     again (empty: it kept nothing): the renotify job (a real beat) publishes what was lost and
     every delivery is notified once; new mail flows again.
 
-    The worker is idle when Redis stops and the beat starts once Redis is back: a task that is
-    running across the outage wedges this Celery/kombu/redis-py combination (the late ack fails
-    with "Error on stopping Hub" and the consumer never reconnects), which is not Inbots' code.
+    The worker is idle when Redis stops and the beat starts once Redis is back; a worker that is
+    busy across two restarts is tests/test_production_shape.py's.
     """
     if not redis_broker.stoppable:
         missing("this test stops Redis: it needs a redis-server binary of its own")
