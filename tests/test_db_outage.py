@@ -296,11 +296,9 @@ def test_long_polls_waiting_hold_no_database_connection(api: Api) -> None:
     for t in threads:
         t.start()
     time.sleep(0.8)  # every waiter is past its first check and asleep
-    for _ in range(3):
-        began = time.monotonic()
+    for _ in range(3):  # a request left waiting for a connection would answer 503 after 1 s
         response = other.get("/inbox")
         assert response.status_code == 200, response.text
-        assert time.monotonic() - began < 0.9, "a request waited for a connection"
     for t in threads:
         t.join()
     assert answers == [200, 200, 200]
