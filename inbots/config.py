@@ -49,6 +49,10 @@ class Settings(BaseSettings):
     # Where `inbots web` keeps its processes' metric files ("" = a temporary directory).
     metrics_dir: str = ""
     db_pool_size: int = Field(default=10, ge=1, le=200)
+    # A database that is down or hung answers 503 within these, instead of holding requests.
+    db_connect_timeout_seconds: float = Field(default=5.0, ge=2)  # libpq's minimum is 2 s
+    db_statement_timeout_seconds: float = Field(default=30.0, ge=0)  # 0: no limit
+    db_pool_timeout_seconds: PositiveSeconds = 10.0
     sqlite_busy_timeout_seconds: PositiveSeconds = 30.0
 
     # Message and thread limits (product.md, "Limits").

@@ -15,10 +15,12 @@
     │   ├── NoRecipients            409 no_recipients
     │   └── IdempotencyKeyReused    409 idempotency_key_reused
     ├── PayloadTooLarge             413 payload_too_large
-    └── RateLimited                 429 rate_limited
+    ├── RateLimited                 429 rate_limited
+    └── ServiceUnavailable          503 service_unavailable (the database cannot answer now)
 
-The HTTP layer renders them as ``{"error": {"code", "message", "field"?}}``; the MCP layer renders
-the same sentence as a tool error. Domain code raises these and nothing else on purpose.
+The HTTP layer renders them as ``{"error": {"code", "message", "field"?}}`` (with a
+``Retry-After`` header when the error has ``retry_after``); the MCP layer renders the same
+sentence as a tool error. Domain code raises these and nothing else on purpose.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any, ClassVar
 class InbotsError(Exception):
     code: ClassVar[str] = "error"
     status: ClassVar[int] = 400
+    retry_after: ClassVar[int | None] = None  # seconds, for a Retry-After header
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(message)
@@ -99,6 +102,15 @@ class PayloadTooLarge(InbotsError):
 class RateLimited(InbotsError):
     code = "rate_limited"
     status = 429
+
+
+class ServiceUnavailable(InbotsError):
+    """The database is down, unreachable or did not answer in time: nothing the caller did
+    wrong, and worth repeating shortly (a send with the same ``Idempotency-Key``)."""
+
+    code = "service_unavailable"
+    status = 503
+    retry_after = 5
 
 
 def not_found(what: str, ident: str) -> NotFound:

@@ -34,6 +34,7 @@ PG_ADMIN_URL = os.environ.get(
     "INBOTS_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
 TABLES = (
+    "heartbeats",
     "delivery_attempts",
     "deliveries",
     "messages",

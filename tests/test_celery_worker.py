@@ -502,3 +502,22 @@ def test_queue_depth_on_the_web_and_attempts_on_the_workers_own_metrics(
     assert sample(worker, "inbots_webhook_attempts_total", outcome="ok", status_class="2xx") == 3
     assert sample(worker, "inbots_notify_latency_seconds_count") == 3
     assert depth(api.base_url) == 0
+
+
+def test_the_renotify_task_stamps_a_heartbeat_the_web_shows(
+    api: Api, celery: CeleryHarness
+) -> None:
+    """The ``delivery.renotify`` task (what beat schedules) runs on a worker; the web process,
+    which in broker mode sweeps nothing itself, shows when it ran."""
+    assert api.ok("GET", "/stats")["last_sweep_at"] is None
+    celery.worker()
+    celery.renotify()
+    stamp = wait_until(
+        lambda: api.ok("GET", "/stats")["last_sweep_at"],
+        15,
+        "the worker's sweep to show in /v1/stats",
+        details=celery.errors,
+    )
+    assert stamp.endswith("Z")
+    samples = metric_samples(api.client.get("/metrics").text)
+    assert 0 <= sample(samples, "inbots_renotify_last_run_age_seconds") < 15

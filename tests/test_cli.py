@@ -248,7 +248,9 @@ def test_failed_and_stalled_deliveries_are_listed_shown_redelivered_and_watched(
         assert stats["deliveries"]["total"] == 2
         assert stats["agents"]["total"] == 2 and stats["threads"]["open"] == 1
         assert stats["deliveries"] == api.ok("GET", "/stats")["deliveries"]
-        assert "failed 1" in ok(api, "stats").stdout
+        shown = ok(api, "stats").stdout
+        assert "failed 1" in shown
+        assert "last sweep" in shown and "broker" in shown
 
 
 def test_watch_stops_cleanly_on_ctrl_c(api: Api) -> None:

@@ -9,9 +9,11 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
-from sqlalchemy.exc import DataError
+from sqlalchemy.exc import DataError, DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from inbots.db.outage import outage
 from inbots.errors import InbotsError
 
 log = logging.getLogger(__name__)
@@ -36,6 +38,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         409: "Business conflict",
         413: "Request body too large",
         422: "Validation error naming the field",
+        503: "The database cannot answer now (service_unavailable, with Retry-After)",
     }.items()
 }
 
@@ -66,6 +69,12 @@ def envelope(
     if status == 401:
         headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
     return JSONResponse({"error": body}, status_code=status, headers=headers)
+
+
+def error_response(exc: InbotsError) -> JSONResponse:
+    """An :class:`InbotsError` in the envelope, with ``Retry-After`` when it has one."""
+    headers = None if exc.retry_after is None else {"Retry-After": str(exc.retry_after)}
+    return envelope(exc.status, exc.code, exc.message, exc.field, headers=headers)
 
 
 _SOURCES = ("body", "query", "path", "header", "cookie")
@@ -105,7 +114,7 @@ def _describe(err: dict[str, Any]) -> tuple[str, str | None]:
 def install(app: FastAPI) -> None:
     @app.exception_handler(InbotsError)
     async def _inbots(_: Request, exc: InbotsError) -> JSONResponse:
-        return envelope(exc.status, exc.code, exc.message, exc.field)
+        return error_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -129,6 +138,16 @@ def install(app: FastAPI) -> None:
         # A value the database cannot hold slipped past validation: still the caller's input.
         log.warning("database refused a value: %s", type(exc.orig).__name__)
         return envelope(422, "validation_error", "A value in the request cannot be stored.")
+
+    @app.exception_handler(DBAPIError)
+    @app.exception_handler(PoolTimeout)
+    async def _database(request: Request, exc: Exception) -> JSONResponse:
+        # Database work outside a unit of work (which already says 503): the same answer.
+        unavailable = outage(exc, request.app.state.settings)
+        if unavailable is None:
+            return await _unexpected(request, exc)
+        log.warning("database unavailable: %s", type(getattr(exc, "orig", None) or exc).__name__)
+        return error_response(unavailable)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

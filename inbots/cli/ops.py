@@ -330,8 +330,14 @@ def stats_view(s: Json) -> Table:
                 f"{s['failed_last_hour']} failed deliveries, "
                 f"{s['attempts_failed_last_hour']} failed attempts",
             ),
+            ("last sweep", last_sweep(s.get("last_sweep_age_seconds"))),
+            ("broker", s.get("broker", "—")),
         ]
     )
+
+
+def last_sweep(age: float | None) -> str:
+    return "never" if age is None else f"{seconds(age)} ago"
 
 
 def seconds(value: float | None) -> str:

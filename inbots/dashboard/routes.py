@@ -23,7 +23,7 @@ from inbots.dashboard.render import environment
 from inbots.dashboard.session import Session, Sessions, local_path, same_origin
 from inbots.db.uow import UnitOfWork, run_unit
 from inbots.deliveries import service as deliveries
-from inbots.errors import InbotsError, Unauthorized
+from inbots.errors import InbotsError, ServiceUnavailable, Unauthorized
 from inbots.threads import service as threads
 
 T = TypeVar("T")
@@ -223,6 +223,16 @@ def login(
     try:
         token_id, _ = run_unit(
             state.db, state.hooks, auth.authenticate_operator, token, readonly=True
+        )
+    except ServiceUnavailable as exc:  # the token may be right: say what is wrong instead
+        return _render(
+            request,
+            session,
+            "login.html",
+            http_status=exc.status,
+            title="Sign in",
+            next=local_path(next),
+            error=exc.message,
         )
     except InbotsError:
         return _render(

@@ -49,6 +49,7 @@ def import_models() -> None:
     """Import every model module so ``Base.metadata`` knows all tables (Alembic, tests)."""
     import inbots.agents.models
     import inbots.deliveries.models
+    import inbots.heartbeats.models
     import inbots.messages.models
     import inbots.threads.models
     import inbots.workspaces.models  # noqa: F401

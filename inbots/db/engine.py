@@ -3,15 +3,23 @@
 SQLite runs in WAL mode with a busy timeout, and write transactions begin ``IMMEDIATE`` so two
 writers queue instead of failing half-way with "database is locked". Read-only units of work
 begin deferred and run alongside a writer.
+
+Nothing waits on the database without a bound: connecting (``INBOTS_DB_CONNECT_TIMEOUT_SECONDS``;
+without it psycopg waits 130 s for a server that accepts and never answers), each statement on
+PostgreSQL (``INBOTS_DB_STATEMENT_TIMEOUT_SECONDS``, enforced by the server, lock waits included;
+SQLite has its busy timeout) and a connection from the pool (``INBOTS_DB_POOL_TIMEOUT_SECONDS``).
+What runs past one of them becomes ``ServiceUnavailable`` in the unit of work
+(:mod:`inbots.db.outage`).
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from inbots.config import Settings
@@ -36,11 +44,25 @@ def create_db_engine(settings: Settings) -> Engine:
         )
     return create_engine(
         url,
+        connect_args=postgres_connect_args(url, settings),
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_pool_size,
         pool_pre_ping=True,
-        pool_timeout=30,
+        pool_timeout=settings.db_pool_timeout_seconds,
     )
+
+
+def postgres_connect_args(url: URL, settings: Settings) -> dict[str, Any]:
+    """libpq's ``connect_timeout`` (whole seconds) and the session's ``statement_timeout``, set in
+    the startup packet (``options``), so it holds from the first statement on. Options already in
+    the URL are kept."""
+    args: dict[str, Any] = {"connect_timeout": math.ceil(settings.db_connect_timeout_seconds)}
+    statement_ms = round(settings.db_statement_timeout_seconds * 1000)
+    if statement_ms > 0:
+        given = url.query.get("options")
+        options = [given] if isinstance(given, str) else list(given or ())
+        args["options"] = " ".join([*options, f"-c statement_timeout={statement_ms}"])
+    return args
 
 
 def _sqlite_engine(url: str, settings: Settings) -> Engine:
@@ -52,6 +74,7 @@ def _sqlite_engine(url: str, settings: Settings) -> Engine:
         connect_args={"check_same_thread": False, "timeout": settings.sqlite_busy_timeout_seconds},
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_pool_size,
+        pool_timeout=settings.db_pool_timeout_seconds,
     )
     busy_ms = int(settings.sqlite_busy_timeout_seconds * 1000)
 

@@ -3,6 +3,10 @@
 Services ``flush()``, never ``commit()``. Work that must only happen once the data is durable
 (publishing a notify task, waking a long-poll) is registered with :meth:`UnitOfWork.after_commit`
 and runs after the commit; on rollback it is dropped.
+
+A database that cannot answer (down, hung, locked past its timeout) leaves a unit of work as
+:class:`~inbots.errors.ServiceUnavailable`, whichever edge opened it, so every adapter renders
+the same 503 (see :mod:`inbots.db.outage`).
 """
 
 from __future__ import annotations
@@ -12,11 +16,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from inbots.config import Settings
 from inbots.db.engine import Database
+from inbots.db.outage import outage
+from inbots.errors import ServiceUnavailable
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -55,16 +60,23 @@ def unit_of_work(
             session.rollback()
         else:
             session.commit()
-    except BaseException:
+    except BaseException as exc:
         session.rollback()
-        raise
+        unavailable = outage(exc, db.settings)
+        if unavailable is None:
+            raise
+        if not deferred:  # a deferred unit that lost SQLite's write lock is simply run again
+            cause = getattr(exc, "orig", None) or exc
+            log.warning("database unavailable: %s", type(cause).__name__)
+        raise unavailable from exc
     finally:
         session.close()
     uow._run_after_commit()
 
 
-def _lost_sqlite_race(exc: OperationalError) -> bool:
-    text = str(exc.orig).lower() if exc.orig is not None else str(exc).lower()
+def _lost_sqlite_race(exc: ServiceUnavailable) -> bool:
+    cause = exc.__cause__
+    text = str(getattr(cause, "orig", None) or cause).lower()
     return "locked" in text or "busy" in text
 
 
@@ -88,7 +100,7 @@ def run_unit(
         try:
             with unit_of_work(db, hooks, deferred=True) as uow:
                 return fn(uow, *args, **kwargs)
-        except OperationalError as exc:
+        except ServiceUnavailable as exc:
             if not _lost_sqlite_race(exc):
                 raise
     with unit_of_work(db, hooks, readonly=readonly) as uow:

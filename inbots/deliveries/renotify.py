@@ -11,6 +11,8 @@ SQLite serialises writers), so two runs at once never act on the same row:
   with no stall stamp since it last moved, is stamped ``stalled_at``.
 
 Both queries follow partial indexes whose predicates match them, so a run costs what it acts on.
+A run that finishes stamps the ``renotify`` heartbeat, so any web process can tell how long ago
+the last sweep ran, wherever it ran.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
 from inbots.deliveries.models import Delivery
+from inbots.heartbeats import service as heartbeats
 from inbots.jobs import Job
 from inbots.kit.clock import utcnow
 from inbots.observability import metrics
@@ -137,12 +140,15 @@ def sweep(
     publish: Callable[[Sequence[Job]], None],
     now: datetime | None = None,
 ) -> SweepReport:
-    """One renotify run. Publishing happens after the claiming transaction commits."""
+    """One renotify run, then its heartbeat. Publishing happens after the claiming transaction
+    commits."""
     moment = now or utcnow()
     jobs, exhausted = _republish(db, settings, moment)
     if jobs:
         publish(jobs)
     stalled = _mark_stalled(db, settings, moment)
+    with unit_of_work(db) as uow:  # the wall clock: when it ran, whatever ``now`` pretended
+        heartbeats.beat(uow.session, heartbeats.RENOTIFY, utcnow())
     report = SweepReport(republished=len(jobs), exhausted=exhausted, stalled=stalled)
     metrics.observe_sweep(report.republished, report.exhausted, report.stalled)
     if jobs or exhausted or stalled:

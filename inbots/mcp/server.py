@@ -24,7 +24,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.datastructures import Headers
 from starlette.types import Receive, Scope, Send
 
-from inbots.api.errors import envelope
+from inbots.api.errors import envelope, error_response
 from inbots.auth import service as auth
 from inbots.auth.service import Caller
 from inbots.config import Settings
@@ -62,7 +62,10 @@ class McpEndpoint:
         manager = self._manager
         if scope["type"] != "http" or manager is None:
             response = envelope(
-                503, "unavailable", "The MCP endpoint is not running; try again in a moment."
+                503,
+                "service_unavailable",
+                "The MCP endpoint is not running; try again in a moment.",
+                headers={"Retry-After": "1"},
             )
             await response(scope, receive, send)
             return
@@ -71,7 +74,7 @@ class McpEndpoint:
                 self._authenticate, Headers(scope=scope).get("authorization")
             )
         except InbotsError as exc:
-            await envelope(exc.status, exc.code, exc.message, exc.field)(scope, receive, send)
+            await error_response(exc)(scope, receive, send)
             return
         if scope["method"] != "POST":
             # Stateless: no session to resume or delete, and nothing is ever pushed on a GET

@@ -10,9 +10,12 @@ Two kinds:
   their counts through prometheus-client's multiprocess mode: ``PROMETHEUS_MULTIPROC_DIR``, set
   before they start, names an empty directory they all write to, and any one of them answers
   with the sum.
-- **state**, read from the database at scrape time (:class:`DatabaseCollector`), so every web
-  process reports the same truth: deliveries by derived state, the oldest stalled and
-  not-yet-notified ages, agents, and the broker's queue depths.
+- **state**, read at scrape time, so every web process reports the same truth: from the database
+  (:class:`DatabaseCollector`) deliveries by derived state, the oldest stalled and
+  not-yet-notified ages, agents, and when the renotify sweep last ran (its heartbeat, written by
+  whichever process ran it); from the broker (:class:`BrokerCollector`) whether it answers and
+  its queue depths. Each source is read on its own, so one that is down still lets the other
+  report.
 
 Labels are closed sets (states, reason codes, status classes); no id, URL, key or body is ever
 a label.
@@ -31,8 +34,8 @@ from prometheus_client.registry import Collector
 
 from inbots.config import Settings
 from inbots.db.engine import Database
-from inbots.jobs import NOTIFY_QUEUE, RETRY_QUEUE, SWEEP_QUEUE
 from inbots.kit.clock import utcnow
+from inbots.observability import probes
 
 log = logging.getLogger(__name__)
 
@@ -100,14 +103,16 @@ class DatabaseCollector(Collector):
         self.settings = settings
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
+        from inbots.heartbeats.service import RENOTIFY, last_beat
         from inbots.stats.service import agent_counts, delivery_counts, oldest, seconds_since
 
         now = utcnow()
-        with self.db.engine.connect() as conn:
+        with self.db.engine.execution_options(inbots_readonly=True).connect() as conn:
             counts = delivery_counts(conn, None)
             counts.pop("total")
             ages = oldest(conn, None)
             agents_now = agent_counts(conn, None, self.settings, now)
+            swept = last_beat(conn, RENOTIFY)
 
         by_state = GaugeMetricFamily(
             "inbots_deliveries", "Deliveries by derived state.", labels=["state"]
@@ -135,7 +140,31 @@ class DatabaseCollector(Collector):
         agents.add_metric(["active"], agents_now.active)
         agents.add_metric(["never_connected"], agents_now.never_connected)
         yield agents
-        depth = self._queue_depths()
+        if swept is not None:  # never swept: absent, rather than an age that means nothing
+            yield GaugeMetricFamily(
+                "inbots_renotify_last_run_timestamp_seconds",
+                "When the renotify sweep last finished a run (Unix time), whichever process ran "
+                "it.",
+                swept.timestamp(),
+            )
+            yield GaugeMetricFamily(
+                "inbots_renotify_last_run_age_seconds",
+                "Seconds since the renotify sweep last finished a run; absent if it never has.",
+                seconds_since(now, swept) or 0.0,
+            )
+
+
+class BrokerCollector(Collector):
+    """Whether the broker answers and the jobs waiting in its queues (with a broker only)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        depth = probes.queue_depths(self.settings)
+        yield GaugeMetricFamily(
+            "inbots_broker_up", "The broker answered this scrape.", 0 if depth is None else 1
+        )
         if depth is not None:
             queues = GaugeMetricFamily(
                 "inbots_notify_queue_depth", "Jobs waiting in the broker.", labels=["queue"]
@@ -144,26 +173,10 @@ class DatabaseCollector(Collector):
                 queues.add_metric([queue], n)
             yield queues
 
-    def _queue_depths(self) -> dict[str, int] | None:
-        """Waiting jobs per queue, from Redis (Celery keeps a queue as a list of its name)."""
-        if not self.settings.broker_url:
-            return None
-        import redis
-
-        client = redis.Redis.from_url(
-            self.settings.broker_url, socket_timeout=1, socket_connect_timeout=1
-        )
-        try:
-            return {q: int(client.llen(q)) for q in (NOTIFY_QUEUE, RETRY_QUEUE, SWEEP_QUEUE)}
-        except redis.RedisError as exc:
-            log.warning("queue depth unavailable: %s", type(exc).__name__)
-            return None
-        finally:
-            client.close()
-
 
 def render(db: Database, settings: Settings) -> bytes:
-    """The exposition text: this process's event counters, then the database's gauges."""
+    """The exposition text: this process's event counters, the database's gauges, then the
+    broker's and the settings the alert rules compare with."""
     scrape = CollectorRegistry(auto_describe=False)
     scrape.register(DatabaseCollector(db, settings))
     try:
@@ -173,6 +186,15 @@ def render(db: Database, settings: Settings) -> bytes:
         state, up = b"", 0
     health = CollectorRegistry(auto_describe=False)
     health.register(_Constant("inbots_database_up", "The database answered this scrape.", up))
+    health.register(
+        _Constant(
+            "inbots_renotify_interval_seconds",
+            "INBOTS_RENOTIFY_INTERVAL_SECONDS: how often the renotify sweep should run.",
+            settings.renotify_interval_seconds,
+        )
+    )
+    if not settings.embedded:
+        health.register(BrokerCollector(settings))
     return _events() + state + generate_latest(health)
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from inbots.kit.schema import Model, Timestamp
+from inbots.observability.probes import BrokerState
 
 
 class AgentCounts(Model):
@@ -25,4 +26,11 @@ class Stats(Model):
     oldest_unnotified_seconds: float | None  # age of the oldest webhook notification still owed
     failed_last_hour: int  # deliveries marked failed in the last hour
     attempts_failed_last_hour: int  # webhook attempts that did not succeed in the last hour
+    # When the renotify sweep last finished a run, wherever it ran, and how long ago; null when
+    # it never has. Older than a few renotify intervals: beat (or the embedded timer) is down.
+    last_sweep_at: Timestamp | None
+    last_sweep_age_seconds: float | None
+    # "up" or "down" (it answers a ping or not), or "embedded" (no broker: delivery in-process).
+    # Down does not stop sends: they are stored, and the sweep publishes them once it is back.
+    broker: BrokerState
     generated_at: Timestamp

@@ -1,4 +1,5 @@
-"""Counts over deliveries, agents and threads, each answered by one aggregate query.
+"""Counts over deliveries, agents and threads, each answered by one aggregate query, plus when
+the renotify sweep last ran and whether the broker answers.
 
 The query functions take an optional workspace: ``GET /v1/stats`` asks for one workspace, the
 ``/metrics`` gauges for the whole installation. Both read through these, so the two never
@@ -21,7 +22,9 @@ from inbots.config import Settings
 from inbots.db.uow import UnitOfWork
 from inbots.deliveries.models import Delivery, DeliveryAttempt
 from inbots.deliveries.state import STATES, state_filter, state_sql
+from inbots.heartbeats.service import RENOTIFY, last_beat
 from inbots.kit.clock import utcnow
+from inbots.observability.probes import broker_state
 from inbots.stats.schemas import AgentCounts, Stats, ThreadCounts
 from inbots.threads.models import CLOSE_REQUESTED, CLOSED, OPEN, Thread
 
@@ -103,6 +106,9 @@ def agent_counts(
 
 def get_stats(uow: UnitOfWork, caller: Caller) -> Stats:
     caller.require_operator()
+    # Before the queries: for GET /v1/stats the transaction has not begun yet, so no database
+    # connection is held while a broker that does not answer is waited for (1 s at most).
+    broker = broker_state(uow.settings)
     session, ws = uow.session, caller.workspace_id
     now = utcnow()
     threads = dict(
@@ -126,6 +132,7 @@ def get_stats(uow: UnitOfWork, caller: Caller) -> Stats:
             DeliveryAttempt.reason != "ok",
         )
     )
+    swept = last_beat(session, RENOTIFY)  # installation-wide: one sweep serves every workspace
     return Stats(
         deliveries=delivery_counts(session, ws),
         agents=agent_counts(session, ws, uow.settings, now),
@@ -138,5 +145,8 @@ def get_stats(uow: UnitOfWork, caller: Caller) -> Stats:
         oldest_unnotified_seconds=seconds_since(now, ages.oldest_unnotified),
         failed_last_hour=failed_last_hour or 0,
         attempts_failed_last_hour=attempts_failed or 0,
+        last_sweep_at=swept,
+        last_sweep_age_seconds=seconds_since(now, swept),
+        broker=broker,
         generated_at=now,
     )

@@ -1,9 +1,21 @@
+"""``/healthz`` (the process is up) and ``/readyz`` (it can serve: the database answers)."""
+
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
+import anyio
+import anyio.to_thread
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
-from starlette.concurrency import run_in_threadpool
+
+from inbots.config import Settings
+from inbots.db.engine import Database
+from inbots.db.outage import outage
+from inbots.errors import ServiceUnavailable
+from inbots.observability.probes import broker_state
 
 router = APIRouter(tags=["health"])
 
@@ -16,44 +28,53 @@ def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 async def readyz(request: Request) -> JSONResponse:
-    """The database (and the broker, when one is configured) answers: 200, else 503 naming it."""
-    db = request.app.state.db
+    """Ready when this process can serve, which needs the database: ``200 {"status": "ready",
+    "database": "up", "broker": …}``, else ``503`` with the error envelope and ``Retry-After``.
+
+    ``broker`` is ``up``, ``down`` or ``embedded`` and never fails readiness: a send is stored
+    whatever the broker does, and the renotify sweep publishes it once the broker is back."""
+    state = request.app.state
+    down, broker = await asyncio.gather(
+        database_problem(state.db, state.settings),
+        anyio.to_thread.run_sync(broker_state, state.settings),
+    )
+    body: dict[str, Any] = {
+        "status": "ready" if down is None else "unavailable",
+        "database": "up" if down is None else "down",
+        "broker": broker,
+    }
+    if down is None:
+        return JSONResponse(body)
+    return JSONResponse(
+        {**body, "error": down.to_dict()},
+        status_code=down.status,
+        headers={"Retry-After": str(down.retry_after)},
+    )
+
+
+async def database_problem(db: Database, settings: Settings) -> ServiceUnavailable | None:
+    """``None`` if the database answers ``SELECT 1`` within the connect timeout, else why not.
+
+    The deadline holds even when a pooled connection hangs (a frozen server whose kernel still
+    takes the bytes, which no timeout of the connection notices): the check's thread is left to
+    finish on its own, and the answer goes out on time."""
 
     def ping() -> None:
-        with db.engine.connect() as conn:
+        # Read-only: on SQLite it must not queue for the write lock behind a long writer.
+        with db.engine.execution_options(inbots_readonly=True).connect() as conn:
             conn.execute(text("SELECT 1"))
 
-    down: dict[str, str] = {}
+    deadline = settings.db_connect_timeout_seconds + 1  # past the connect timeout's own answer
     try:
-        await run_in_threadpool(ping)
-    except Exception as exc:
-        down["database"] = type(exc).__name__
-    broker = request.app.state.settings.broker_url
-    if broker:
-
-        def ping_broker() -> None:
-            import redis
-
-            client = redis.Redis.from_url(broker, socket_timeout=2, socket_connect_timeout=2)
-            try:
-                client.ping()
-            finally:
-                client.close()
-
-        try:
-            await run_in_threadpool(ping_broker)
-        except Exception as exc:
-            down["broker"] = type(exc).__name__
-    if down:
-        return JSONResponse(
-            {
-                "status": "unavailable",
-                "down": down,
-                "error": {
-                    "code": "unavailable",
-                    "message": f"Not ready: {', '.join(down)} unreachable.",
-                },
-            },
-            status_code=503,
+        with anyio.fail_after(deadline):
+            await anyio.to_thread.run_sync(ping, abandon_on_cancel=True)
+    except TimeoutError:
+        return ServiceUnavailable(
+            f"The database did not answer within {deadline:g} s; this process is not ready. "
+            "Check the database server and the network to it."
         )
-    return JSONResponse({"status": "ready"})
+    except Exception as exc:
+        return outage(exc, settings) or ServiceUnavailable(
+            f"The database could not be used ({type(exc).__name__}); this process is not ready."
+        )
+    return None

@@ -16,7 +16,9 @@ settings = config.attributes.get("settings") or load_settings(
 
 
 def run_migrations_online() -> None:
-    db = Database(settings)
+    # A migration may rewrite a large table or build an index for minutes: the statement timeout
+    # that keeps requests from hanging must not cut it off (the connect timeout still applies).
+    db = Database(settings.model_copy(update={"db_statement_timeout_seconds": 0}))
     try:
         with db.engine.connect() as connection:
             context.configure(

@@ -1,0 +1,1 @@
+"""When each periodic job last ran, stored where every process can read it."""

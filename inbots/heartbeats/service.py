@@ -1,0 +1,32 @@
+"""Write and read heartbeats: one row per periodic job, overwritten by each run."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+from sqlalchemy.orm import Session
+
+from inbots.heartbeats.models import Heartbeat
+
+RENOTIFY = "renotify"  # the renotify sweep (inbots.deliveries.renotify.sweep)
+
+
+def beat(session: Session, name: str, at: datetime) -> None:
+    """Record that ``name`` finished a run ``at``: one upsert, so two runs at once (or the first
+    run ever) need no read first."""
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    statement = insert(Heartbeat).values(name=name, beat_at=at)
+    session.execute(
+        statement.on_conflict_do_update(
+            index_elements=[Heartbeat.name], set_={"beat_at": statement.excluded.beat_at}
+        )
+    )
+
+
+def last_beat(db: Session | Connection, name: str) -> datetime | None:
+    """When ``name`` last finished a run; ``None`` if it never has (in this database)."""
+    return db.scalar(select(Heartbeat.beat_at).where(Heartbeat.name == name))

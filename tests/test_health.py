@@ -1,0 +1,72 @@
+"""``/healthz`` and ``/readyz``: ready means this process can serve, which needs the database and
+not the broker (a send is stored whatever the broker does, and the renotify sweep publishes it
+later). The broker's state is still reported: in ``/readyz``, ``/v1/stats`` and ``/metrics``."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+from tests.celery_harness import SHARED_REDIS_URL
+from tests.conftest import free_port
+from tests.helpers import Api, metric_samples, sample
+
+pytestmark = pytest.mark.parametrize("backend", ["sqlite"])  # the broker is what varies here
+
+CLOSED_BROKER = f"redis://127.0.0.1:{free_port()}/0"
+
+
+@pytest.mark.parametrize("settings_overrides", [{"broker_url": CLOSED_BROKER}])
+def test_readyz_stays_ready_while_the_broker_is_down(api: Api) -> None:
+    sender = api.agent("sender")
+    api.agent("reader")
+    thread = sender.open_thread("Broker down", ["reader"])["id"]
+    began = time.monotonic()
+    sent = sender.send(thread, "stored all the same")
+    assert sent["deliveries"][0]["state"] == "accepted"
+
+    ready = api.client.get("/readyz")
+    assert ready.status_code == 200, ready.text
+    assert ready.json() == {"status": "ready", "database": "up", "broker": "down"}
+    assert time.monotonic() - began < 5
+
+    assert api.ok("GET", "/stats")["broker"] == "down"
+    samples = metric_samples(api.client.get("/metrics").text)
+    assert ("inbots_broker_up", ()) in samples
+    assert sample(samples, "inbots_broker_up") == 0
+    assert sample(samples, "inbots_database_up") == 1
+
+
+def _shared_redis() -> str:
+    try:
+        with redis.Redis.from_url(SHARED_REDIS_URL, socket_connect_timeout=1) as client:
+            client.ping()
+    except redis.RedisError:
+        pytest.skip(f"Redis not reachable at {SHARED_REDIS_URL}")
+    return SHARED_REDIS_URL
+
+
+@pytest.mark.parametrize("settings_overrides", [{"broker_url": SHARED_REDIS_URL}])
+def test_readyz_reports_a_broker_that_answers(api: Api) -> None:
+    _shared_redis()
+    ready = api.client.get("/readyz")
+    assert ready.status_code == 200, ready.text
+    assert ready.json() == {"status": "ready", "database": "up", "broker": "up"}
+    assert api.ok("GET", "/stats")["broker"] == "up"
+    samples = metric_samples(api.client.get("/metrics").text)
+    assert sample(samples, "inbots_broker_up") == 1
+
+
+def test_the_embedded_default_has_no_broker_to_report(api: Api) -> None:
+    ready = api.client.get("/readyz")
+    assert ready.status_code == 200, ready.text
+    assert ready.json() == {"status": "ready", "database": "up", "broker": "embedded"}
+    assert api.ok("GET", "/stats")["broker"] == "embedded"
+    samples = metric_samples(api.client.get("/metrics").text)
+    assert ("inbots_broker_up", ()) not in samples
+
+
+def test_healthz_answers_while_the_process_is_up(api: Api) -> None:
+    assert api.client.get("/healthz").json() == {"status": "ok"}
