@@ -39,6 +39,8 @@ TABLES = (
     "messages",
     "participants",
     "threads",
+    "signin_failures",
+    "dashboard_sessions",
     "operator_tokens",
     "agents",
     "workspaces",

@@ -78,7 +78,7 @@ def counts(database: Database) -> dict[str, int]:
 # --- malformed JSON, wrong types, missing fields ---------------------------------------------
 
 
-def test_malformed_json_is_422_not_valid_json(api: Api, scene: Scene) -> None:
+def test_malformed_json_is_422_invalid_json(api: Api, scene: Scene) -> None:
     calls = [
         (scene.alpha, f"/threads/{scene.thread_id}/messages"),
         (scene.alpha, "/threads"),
@@ -89,8 +89,9 @@ def test_malformed_json_is_422_not_valid_json(api: Api, scene: Scene) -> None:
     for caller, path in calls:
         for raw in (b"{not json", b'{"body": "unterminated', b"{'body': 'single quotes'}", b"{,}"):
             response = caller.post(path, content=raw, headers=JSON)
-            error = assert_error(response, 422, "validation_error", label=(path, raw))
+            error = assert_error(response, 422, "invalid_json", label=(path, raw))
             assert "not valid JSON" in error["message"], (path, raw, error)
+            assert "character" in error["message"], (path, raw, error)  # says where
 
 
 def test_send_with_body_of_wrong_type_names_the_field(scene: Scene) -> None:

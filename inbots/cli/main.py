@@ -35,6 +35,7 @@ app.add_typer(ops.agents_app, name="agents")
 app.add_typer(ops.webhook_app, name="webhook")
 app.add_typer(ops.threads_app, name="threads")
 app.add_typer(ops.deliveries_app, name="deliveries")
+app.add_typer(ops.tokens_app, name="tokens")
 app.command("post")(ops.post)
 app.command("stats")(ops.stats)
 app.command("watch")(ops.watch)
@@ -62,6 +63,7 @@ def serve(
     import uvicorn
 
     from inbots.api.app import create_app
+    from inbots.api.protocol import protocol_for
     from inbots.db.engine import Database
     from inbots.db.migrate import upgrade
     from inbots.db.uow import unit_of_work
@@ -78,6 +80,11 @@ def serve(
     base = f"http://{settings.host}:{settings.port}"
     out.print(f"[bold]Inbots[/] on {base}  (database: {_redact(settings.database_url)})")
     _print_minted(seeded.minted_token)
+    if seeded.seeded_token_revoked:
+        out.print(
+            "[yellow]INBOTS_OPERATOR_TOKEN names a revoked operator token: it signs nothing in."
+            "[/] Unset it, or set it to a live one (inbots tokens list)."
+        )
     out.print(f"Dashboard: {base}/   (sign in with the operator token)")
     out.print(f"API: {base}/v1   OpenAPI: {base}/openapi.json   MCP: {base}/mcp")
     uvicorn.run(
@@ -85,6 +92,7 @@ def serve(
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level.lower(),
+        http=protocol_for(settings),  # caps the request head before the app (docs/operations.md)
     )
 
 
@@ -154,6 +162,14 @@ def check() -> None:
     database = settings.database_url.partition(":")[0].partition("+")[0]
     broker = "Redis (production)" if settings.broker_url else "none (embedded default)"
     out.print(f"settings OK: database {database}, broker {broker}")
+    metrics = {
+        "token": "/metrics: wants Authorization: Bearer <INBOTS_METRICS_TOKEN>",
+        "open": "/metrics: open to anyone who can reach it"
+        + (" (INBOTS_METRICS_PUBLIC)" if settings.metrics_public else " (development)"),
+        "closed": "/metrics: closed in production (answers 403) until INBOTS_METRICS_TOKEN is"
+        " set, or INBOTS_METRICS_PUBLIC=true opens it",
+    }[settings.metrics_access]
+    out.print(metrics, highlight=False)
 
 
 @db_app.command("upgrade")
