@@ -97,12 +97,20 @@ def _render(
         static=STATIC_PATH,
         version=__version__,
         refresh_ms=LIVE_REFRESH_MS,
+        session_hours=_hours(sessions_of(request).max_age_seconds),
         **context,
     )
     response = HTMLResponse(html, status_code=http_status)
     if session.dirty:
         sessions_of(request).store(request, response, session)
     return harden(response)  # type: ignore[return-value]
+
+
+def _hours(seconds: float) -> str:
+    hours = seconds / 3600
+    if hours >= 1:
+        return f"{hours:g} hour{'s' if hours != 1 else ''}"
+    return f"{max(1, round(seconds / 60))} minutes"
 
 
 def _redirect(request: Request, target: str, session: Session | None = None) -> Response:
