@@ -19,7 +19,6 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from inbots.auth.models import DashboardSession
 from inbots.db.engine import Database
 from inbots.kit.tokens import OPERATOR_TOKEN_PREFIX, hash_token, mint
 from tests.helpers import Api, metric_samples, sample
@@ -128,6 +127,8 @@ def test_revoking_an_operator_token_ends_its_sessions_at_once(dash: Browser, api
 def test_the_session_row_holds_only_a_hash_of_the_cookies_key(
     dash: Browser, api: Api, database: Database
 ) -> None:
+    from inbots.auth.models import DashboardSession
+
     assert signed_in(dash.sign_in(api.token))
     with database.engine.connect() as conn:
         rows = conn.execute(select(DashboardSession)).all()

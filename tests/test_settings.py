@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import subprocess
 from pathlib import Path
 
@@ -151,8 +152,6 @@ def test_weak_operator_tokens_are_refused_with_one_line(
 
 
 def test_random_operator_tokens_are_accepted() -> None:
-    import secrets
-
     for _ in range(200):
         for body in (secrets.token_urlsafe(32), secrets.token_hex(32), secrets.token_urlsafe(24)):
             assert load_settings(operator_token="ops_" + body).operator_token == "ops_" + body
@@ -269,7 +268,7 @@ def test_serve_starts_and_prints_the_operator_token_once(tmp_path: Path) -> None
 
 
 def test_serve_token_from_the_environment_works_and_is_not_printed(tmp_path: Path) -> None:
-    token = "ops_" + "T0k3n-_" * 6 + "x"
+    token = "ops_" + secrets.token_urlsafe(32)
     assert len(token) - 4 == 43
     with serve(tmp_path, INBOTS_OPERATOR_TOKEN=token) as served:
         headers = {"Authorization": f"Bearer {token}"}
@@ -288,7 +287,7 @@ def test_serve_adds_environment_token_to_an_existing_workspace(tmp_path: Path) -
     with serve(tmp_path) as first:
         pass
     (minted,) = TOKEN.findall(first.output)
-    extra = "ops_" + "E" * 43
+    extra = "ops_" + secrets.token_urlsafe(32)
     with serve(tmp_path, INBOTS_OPERATOR_TOKEN=extra) as second:
         for number, token in enumerate((minted, extra)):
             response = httpx.post(
@@ -304,7 +303,7 @@ def test_serve_adds_environment_token_to_an_existing_workspace(tmp_path: Path) -
 
 
 def test_openapi_lists_every_implemented_v1_path_of_the_contract(tmp_path: Path) -> None:
-    token = "ops_" + "D" * 43
+    token = "ops_" + secrets.token_urlsafe(32)
     with serve(tmp_path, INBOTS_OPERATOR_TOKEN=token) as served:
         document = httpx.get(served.url + "/openapi.json").json()
         documented = {
