@@ -43,8 +43,13 @@ class Settings(BaseSettings):
     environment: str = Field(default="development", pattern="^(development|production)$")
     log_level: str = Field(default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR|CRITICAL)$")
     log_format: str = Field(default="auto", pattern="^(auto|json|text)$")
+    forwarded_allow_ips: str = Field(
+        default="127.0.0.1",
+        description="Comma-separated proxy addresses whose X-Forwarded-* headers are believed.",
+    )
     session_secret: str = Field(default="", repr=False)
     metrics_token: str = Field(default="", repr=False)
+    metrics_public: bool = False
     worker_metrics_port: int = Field(default=0, ge=0, le=65535)
     # Where `inbots web` keeps its processes' metric files ("" = a temporary directory).
     metrics_dir: str = ""
@@ -67,6 +72,15 @@ class Settings(BaseSettings):
     idempotency_key_max: int = Field(default=128, ge=1)
     ack_batch_max: int = Field(default=100, ge=1)
     request_body_max_bytes: int = Field(default=64 * 1024, ge=1024)
+    http_header_max_bytes: int = Field(default=32 * 1024, ge=4096)
+    http_header_max_count: int = Field(default=100, ge=16)
+
+    # Operator sign-in and dashboard sessions.
+    session_max_age_seconds: PositiveSeconds = 12 * 3600.0
+    session_cookie_secure: bool = False
+    signin_window_seconds: PositiveSeconds = 900.0
+    signin_max_failures_per_address: int = Field(default=10, ge=1)
+    signin_max_failures: int = Field(default=100, ge=1)
 
     # Listings.
     list_default: int = Field(default=50, ge=1)
@@ -125,12 +139,19 @@ class Settings(BaseSettings):
     @field_validator("operator_token")
     @classmethod
     def _check_operator_token(cls, value: str | None) -> str | None:
-        from inbots.kit.tokens import OPERATOR_TOKEN_PREFIX, looks_like
+        from inbots.kit.tokens import OPERATOR_TOKEN_PREFIX, looks_like, weakness
 
         if value in (None, ""):
             return None
         if not looks_like(value, OPERATOR_TOKEN_PREFIX):
             raise ValueError("an operator token is ops_ followed by 32 or more url-safe characters")
+        weak = weakness(value, OPERATOR_TOKEN_PREFIX)
+        if weak:
+            raise ValueError(
+                f"too weak to trust ({weak}); it needs 128 bits of randomness: make one with "
+                "python -c \"import secrets; print('ops_' + secrets.token_urlsafe(32))\""
+                " or leave it unset and use the token Inbots prints"
+            )
         return value
 
     @model_validator(mode="after")
@@ -144,6 +165,15 @@ class Settings(BaseSettings):
             raise ValueError("wait_default_seconds: must not exceed INBOTS_WAIT_MAX_SECONDS")
         if self.summary_shown > self.summary_max:
             raise ValueError("summary_shown: must not exceed INBOTS_SUMMARY_MAX")
+        if self.metrics_public and self.metrics_token:
+            raise ValueError(
+                "metrics_public: /metrics cannot be both open and guarded by"
+                " INBOTS_METRICS_TOKEN; unset one of them"
+            )
+        if self.signin_max_failures_per_address > self.signin_max_failures:
+            raise ValueError(
+                "signin_max_failures_per_address: must not exceed INBOTS_SIGNIN_MAX_FAILURES"
+            )
         if self.publish_lost_seconds <= self.longest_retry_sequence_seconds:
             raise ValueError(
                 "publish_lost_seconds: must be longer than a whole retry sequence "
@@ -156,6 +186,17 @@ class Settings(BaseSettings):
         """Worst case from first try to last answer: every delay +jitter, every try timing out."""
         delays = sum(self.retry_schedule) * (1 + self.retry_jitter)
         return delays + (len(self.retry_schedule) + 1) * self.webhook_timeout_seconds
+
+    @property
+    def metrics_access(self) -> str:
+        """Who may read ``/metrics``: ``token`` (bearer ``INBOTS_METRICS_TOKEN``), ``open``
+        (anyone: development, or production with ``INBOTS_METRICS_PUBLIC``) or ``closed``
+        (production with neither: refused until one is set)."""
+        if self.metrics_token:
+            return "token"
+        if self.metrics_public or self.environment != "production":
+            return "open"
+        return "closed"
 
     @property
     def is_sqlite(self) -> bool:

@@ -22,6 +22,7 @@ import uvicorn
 from sqlalchemy import create_engine, text
 
 from inbots.api.app import create_app
+from inbots.api.protocol import protocol_for
 from inbots.config import Settings, load_settings
 from inbots.db.engine import Database
 from inbots.db.migrate import upgrade
@@ -40,6 +41,8 @@ TABLES = (
     "messages",
     "participants",
     "threads",
+    "signin_failures",
+    "dashboard_sessions",
     "operator_tokens",
     "agents",
     "workspaces",
@@ -141,7 +144,12 @@ class ServerThread:
         self.app = create_app(settings, db)
         self.port = free_port()
         config = uvicorn.Config(
-            self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on"
+            self.app,
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            lifespan="on",
+            http=protocol_for(settings),  # as inbots serve runs it: the head capped, refusals JSON
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)

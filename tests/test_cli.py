@@ -298,3 +298,32 @@ def test_errors_are_one_line_with_an_exit_code_per_kind(api: Api) -> None:
 def test_url_and_token_options_override_the_environment(api: Api) -> None:
     run = inbots(None, "stats", "--json", "--url", api.base_url, "--token", api.token)
     assert run.json()["agents"]["total"] == 0
+
+
+def test_tokens_create_list_revoke(api: Api) -> None:
+    created = inbots(api, "tokens", "create", "--label", "ci", "--json").json()
+    assert created["label"] == "ci" and created["token"].startswith("ops_")
+    shown = ok(api, "tokens", "create", "--label", "laptop")
+    assert "shown once" in shown.stdout
+    laptop_token = next(w for w in shown.stdout.split() if w.startswith("ops_"))
+
+    listed = ok(api, "tokens", "list")
+    assert "ci" in listed.stdout and "laptop" in listed.stdout and "(this one)" in listed.stdout
+    assert created["token"] not in listed.stdout and laptop_token not in listed.stdout
+    items = inbots(api, "tokens", "list", "--json").json()["items"]
+    assert [t["label"] for t in items] == ["minted with the workspace", "ci", "laptop"]
+
+    revoked = ok(api, "tokens", "revoke", created["id"])
+    assert revoked.stdout.strip() == f"Revoked operator token {created['id']}."
+    gone = inbots(api, "agents", "list", INBOTS_OPERATOR_TOKEN=created["token"])
+    assert_one_line_error(gone, 4, "unauthorized", "401")
+    assert inbots(api, "tokens", "list", "--json").json()["items"][1]["revoked_at"]
+
+    # Rotation: the laptop token retires the first one; then it is the last and stays.
+    first = items[0]["id"]
+    ok(api, "tokens", "revoke", first, "--token", laptop_token)
+    last = inbots(api, "tokens", "revoke", items[2]["id"], "--token", laptop_token)
+    assert_one_line_error(last, 1, "conflict", "last live operator token", "409")
+    assert_one_line_error(inbots(api, "tokens", "revoke", "otk_nope"), 4, "401")
+    missing = inbots(api, "tokens", "revoke", "otk_nope", "--token", laptop_token)
+    assert_one_line_error(missing, 1, "not_found", "404")

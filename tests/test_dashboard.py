@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import shutil
 import tempfile
 import time
@@ -427,14 +428,63 @@ def test_post_without_the_csrf_token_is_refused_and_changes_nothing(
         assert api.ok("GET", f"/threads/{thread['id']}")["status"] == "closed"
 
 
-def test_revoking_the_operator_token_ends_the_session(
+def test_revoking_the_operator_token_ends_the_session(dash: Dashboard, api: Api) -> None:
+    laptop = api.ok("POST", "/tokens", 201, json={"label": "laptop"})
+    dash.sign_in(laptop["token"])
+    dash.wait(lambda: dash.path() == "/", what="the overview after sign-in")
+    api.ok("DELETE", f"/tokens/{laptop['id']}", 204)
+    dash.go("/threads")
+    dash.wait(lambda: dash.path().startswith("/login"), what="the sign-in page")
+    assert "session has ended" in dash.flash()
+
+
+def test_deleting_the_token_row_ends_the_session(
     signed_in: Dashboard, api: Api, database: Database
 ) -> None:
     with unit_of_work(database) as uow:
-        uow.session.execute(delete(OperatorToken))
+        uow.session.execute(delete(OperatorToken))  # its sessions go with it (ON DELETE CASCADE)
     signed_in.go("/threads")
     signed_in.wait(lambda: signed_in.path().startswith("/login"), what="the sign-in page")
     assert "session has ended" in signed_in.flash()
+
+
+def test_signing_out_ends_the_session_for_a_copied_cookie_too(
+    signed_in: Dashboard, api: Api
+) -> None:
+    copied = signed_in.session_cookie()["value"]
+    assert (
+        httpx.get(api.base_url + "/agents", cookies={"inbots_session": copied}).status_code == 200
+    )
+    signed_in.find("#sign-out").click()
+    assert signed_in.flash() == "Signed out."
+    assert signed_in.path() == "/login"
+
+    # The copy, put back into the browser, opens nothing any more.
+    signed_in.driver.delete_all_cookies()
+    signed_in.driver.add_cookie({"name": "inbots_session", "value": copied, "path": "/"})
+    signed_in.go("/agents")
+    signed_in.wait(lambda: signed_in.path().startswith("/login"), what="the sign-in page")
+    assert "session has ended" in signed_in.flash()
+    again = httpx.get(
+        api.base_url + "/agents", cookies={"inbots_session": copied}, follow_redirects=False
+    )
+    assert again.status_code == 303 and again.headers["location"].startswith("/login")
+
+
+@pytest.mark.parametrize(
+    "settings_overrides",
+    [{**FAST, "signin_max_failures_per_address": 2, "signin_window_seconds": 60}],
+)
+def test_the_sign_in_form_says_when_sign_in_is_throttled(dash: Dashboard, api: Api) -> None:
+    for _ in range(2):
+        dash.sign_in("ops_" + secrets.token_urlsafe(32))
+        assert "not an operator token" in dash.wait_for("#login-error").text
+    dash.sign_in(api.token)  # the right one, too late
+    message = dash.wait_for("#login-error").text
+    assert "Too many failed sign-ins from your address" in message
+    assert "try again in 1 minute" in message
+    assert dash.path().startswith("/login")
+    dash.shot("login-throttled")
 
 
 def test_an_unknown_thread_shows_a_friendly_message(signed_in: Dashboard) -> None:

@@ -78,7 +78,7 @@ def counts(database: Database) -> dict[str, int]:
 # --- malformed JSON, wrong types, missing fields ---------------------------------------------
 
 
-def test_malformed_json_is_422_not_valid_json(api: Api, scene: Scene) -> None:
+def test_malformed_json_is_422_invalid_json(api: Api, scene: Scene) -> None:
     calls = [
         (scene.alpha, f"/threads/{scene.thread_id}/messages"),
         (scene.alpha, "/threads"),
@@ -89,8 +89,9 @@ def test_malformed_json_is_422_not_valid_json(api: Api, scene: Scene) -> None:
     for caller, path in calls:
         for raw in (b"{not json", b'{"body": "unterminated', b"{'body': 'single quotes'}", b"{,}"):
             response = caller.post(path, content=raw, headers=JSON)
-            error = assert_error(response, 422, "validation_error", label=(path, raw))
+            error = assert_error(response, 422, "invalid_json", label=(path, raw))
             assert "not valid JSON" in error["message"], (path, raw, error)
+            assert "character" in error["message"], (path, raw, error)  # says where
 
 
 def test_send_with_body_of_wrong_type_names_the_field(scene: Scene) -> None:
@@ -164,6 +165,48 @@ def test_json_that_is_not_an_object_is_422(scene: Scene) -> None:
     for value in ([], [{"body": "x"}], "body", 5, None, True):
         response = scene.alpha.post(f"/threads/{scene.thread_id}/messages", json=value)
         assert_error(response, 422, "validation_error", label=value)
+
+
+def test_a_body_that_is_not_utf8_is_422_invalid_json(api: Api, scene: Scene) -> None:
+    calls = [
+        (scene.alpha, f"/threads/{scene.thread_id}/messages"),
+        (scene.alpha, "/threads"),
+        (scene.beta, "/acks"),
+        (api, "/agents"),
+    ]
+    for caller, path in calls:
+        for raw in (b'{"body": "caf\xe9"}', b'{"body": "\xff"}', b'{"name": "\xc3"}'):
+            response = caller.post(path, content=raw, headers=JSON)
+            error = assert_error(response, 422, "invalid_json", label=(path, raw))
+            assert "not UTF-8" in error["message"] and "send JSON" in error["message"], error
+        # A byte-order mark makes the parser read UTF-16: still not JSON, still the envelope.
+        assert_error(caller.post(path, content=b"\xff\xfe{}", headers=JSON), 422, "invalid_json")
+
+
+def test_deeply_nested_json_is_422_invalid_json(api: Api, scene: Scene) -> None:
+    send = f"/threads/{scene.thread_id}/messages"
+    for raw in (
+        b"[" * 10_000 + b"]" * 10_000,
+        b'{"a":' * 10_000 + b"1" + b"}" * 10_000,
+        b'{"body": ' + b"[" * 10_000 + b"]" * 10_000 + b"}",
+    ):
+        for caller, path in ((scene.alpha, send), (api, "/agents")):
+            response = caller.post(path, content=raw, headers=JSON)
+            error = assert_error(response, 422, "invalid_json", label=(path, raw[:12]))
+            assert "nests" in error["message"] and "flatter" in error["message"], error
+    scene.alpha.send(scene.thread_id, "still fine")  # nothing broke
+
+
+def test_a_del_character_in_idempotency_key_gets_the_envelope(scene: Scene) -> None:
+    """The HTTP parser refuses a DEL in a header value before the app runs; the answer is still
+    the envelope, not the server's plain text."""
+    response = scene.alpha.post(
+        f"/threads/{scene.thread_id}/messages",
+        json={"body": "x"},
+        headers={"Idempotency-Key": "abc\x7fdef"},
+    )
+    error = assert_error(response, 400, "bad_request")
+    assert "header" in error["message"]
 
 
 # --- oversize bodies ------------------------------------------------------------------------

@@ -3,6 +3,7 @@ server (and once against a real ``inbots serve`` process), on SQLite and Postgre
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -429,7 +430,7 @@ def test_many_waits_hold_no_database_connection_or_worker_thread(
 @pytest.fixture
 def served(db_url: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
     """``inbots serve`` on a free port of the test database; yields its URL and operator token."""
-    token = "ops_" + "M" * 43
+    token = "ops_" + secrets.token_urlsafe(32)
     with serve(
         tmp_path,
         INBOTS_DATABASE_URL=db_url,

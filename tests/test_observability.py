@@ -185,6 +185,74 @@ def test_metrics_token_guards_the_endpoint(api: Api) -> None:
     assert sample(samples, "inbots_database_up") == 1
 
 
+@pytest.mark.parametrize("backend", ["sqlite"])
+@pytest.mark.parametrize("settings_overrides", [{"environment": "production"}])
+def test_metrics_are_closed_in_production_without_their_token(api: Api) -> None:
+    refused = api.client.get("/metrics")
+    assert refused.status_code == 403, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "forbidden"
+    assert (
+        "INBOTS_METRICS_TOKEN" in error["message"] and "INBOTS_METRICS_PUBLIC" in error["message"]
+    )
+    assert api.client.get("/metrics", headers=api.headers).status_code == 403  # no token opens it
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+@pytest.mark.parametrize(
+    "settings_overrides", [{"environment": "production", "metrics_token": "scrape-me-please"}]
+)
+def test_metrics_in_production_answer_their_token(api: Api) -> None:
+    assert api.client.get("/metrics").status_code == 401
+    _, samples = scrape(api.client, headers={"Authorization": "Bearer scrape-me-please"})
+    assert sample(samples, "inbots_database_up") == 1
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+@pytest.mark.parametrize(
+    "settings_overrides", [{"environment": "production", "metrics_public": True}]
+)
+def test_metrics_in_production_open_when_made_public(api: Api) -> None:
+    _, samples = scrape(api.client)
+    assert sample(samples, "inbots_database_up") == 1
+
+
+@pytest.mark.parametrize(
+    ("settings", "says"),
+    [
+        ({"INBOTS_ENVIRONMENT": "production"}, "/metrics: closed in production"),
+        ({"INBOTS_ENVIRONMENT": "production", "INBOTS_METRICS_PUBLIC": "true"}, "open to anyone"),
+        (
+            {"INBOTS_ENVIRONMENT": "production", "INBOTS_METRICS_TOKEN": "t0k"},
+            "wants Authorization",
+        ),
+        ({}, "open to anyone who can reach it (development)"),
+    ],
+)
+def test_inbots_check_says_who_may_read_metrics(
+    tmp_path: Path, settings: dict[str, str], says: str
+) -> None:
+    done = subprocess.run(
+        ["inbots", "check"],
+        env=venv_path(clean_env(tmp_path, **settings)),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert says in done.stdout, done.stdout
+
+
+def test_metrics_cannot_be_both_public_and_guarded(tmp_path: Path) -> None:
+    env = clean_env(tmp_path, INBOTS_METRICS_PUBLIC="true", INBOTS_METRICS_TOKEN="t0k")
+    done = subprocess.run(
+        ["inbots", "check"], env=venv_path(env), cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("inbots: bad setting INBOTS_METRICS_PUBLIC"), done.stderr
+
+
 @pytest.mark.parametrize(
     "settings_overrides",
     [{"retry_schedule": "30", "webhook_timeout_seconds": 1, "publish_lost_seconds": 60}],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import subprocess
 from pathlib import Path
 
@@ -35,6 +36,9 @@ BAD_SETTINGS = [
     ("INBOTS_NEW_AGENT_GRACE_SECONDS", "-5"),
     ("INBOTS_LIST_DEFAULT", "500"),
     ("INBOTS_OPERATOR_TOKEN", "not-a-token"),
+    ("INBOTS_OPERATOR_TOKEN", "ops_" + "0" * 32),
+    ("INBOTS_METRICS_PUBLIC", "perhaps"),
+    ("INBOTS_HTTP_HEADER_MAX_BYTES", "100"),
     ("INBOTS_DATABASE_URL", "mysql://user@localhost/inbots"),
 ]
 
@@ -118,6 +122,52 @@ def test_load_settings_names_the_bad_setting(
         load_settings()
     assert "INBOTS_STALL_SECONDS" in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+WEAK_TOKENS = [
+    "ops_" + "0" * 32,  # the issue's own example
+    "ops_" + "A" * 43,
+    "ops_" + "abcd" * 8,  # a few characters over and over
+    "ops_" + "password1234" * 3,  # a chunk repeated
+    "ops_0123456789abcdefghijklmnopqrstuv",  # a run of neighbours
+    "ops_" + "7" * 20 + "31415926535897932384",  # digits only, mostly one
+    "ops_31415926535897932384626433832795",  # 32 digits: at most 106 bits
+]
+
+
+@pytest.mark.parametrize("token", WEAK_TOKENS)
+def test_weak_operator_tokens_are_refused_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, token: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for key in [k for k in os.environ if k.startswith("INBOTS_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("INBOTS_OPERATOR_TOKEN", token)
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert message.startswith("bad setting INBOTS_OPERATOR_TOKEN: too weak"), message
+    assert "128 bits" in message and "secrets.token_urlsafe(32)" in message
+    assert "\n" not in message and token not in message
+
+
+def test_random_operator_tokens_are_accepted() -> None:
+    for _ in range(200):
+        for body in (secrets.token_urlsafe(32), secrets.token_hex(32), secrets.token_urlsafe(24)):
+            assert load_settings(operator_token="ops_" + body).operator_token == "ops_" + body
+    from inbots.kit.tokens import OPERATOR_TOKEN_PREFIX, mint
+
+    assert load_settings(operator_token=mint(OPERATOR_TOKEN_PREFIX)).operator_token
+
+
+def test_inbots_check_refuses_a_weak_token_in_one_line(tmp_path: Path) -> None:
+    env = clean_env(tmp_path, INBOTS_OPERATOR_TOKEN="ops_" + "0" * 32)
+    done = subprocess.run(
+        [inbots_executable(), "check"], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "INBOTS_OPERATOR_TOKEN" in lines[0] and "weak" in lines[0], lines
 
 
 def test_durations_accept_fractions_of_a_second(
@@ -218,7 +268,7 @@ def test_serve_starts_and_prints_the_operator_token_once(tmp_path: Path) -> None
 
 
 def test_serve_token_from_the_environment_works_and_is_not_printed(tmp_path: Path) -> None:
-    token = "ops_" + "T0k3n-_" * 6 + "x"
+    token = "ops_" + secrets.token_urlsafe(32)
     assert len(token) - 4 == 43
     with serve(tmp_path, INBOTS_OPERATOR_TOKEN=token) as served:
         headers = {"Authorization": f"Bearer {token}"}
@@ -237,7 +287,7 @@ def test_serve_adds_environment_token_to_an_existing_workspace(tmp_path: Path) -
     with serve(tmp_path) as first:
         pass
     (minted,) = TOKEN.findall(first.output)
-    extra = "ops_" + "E" * 43
+    extra = "ops_" + secrets.token_urlsafe(32)
     with serve(tmp_path, INBOTS_OPERATOR_TOKEN=extra) as second:
         for number, token in enumerate((minted, extra)):
             response = httpx.post(
@@ -253,7 +303,7 @@ def test_serve_adds_environment_token_to_an_existing_workspace(tmp_path: Path) -
 
 
 def test_openapi_lists_every_implemented_v1_path_of_the_contract(tmp_path: Path) -> None:
-    token = "ops_" + "D" * 43
+    token = "ops_" + secrets.token_urlsafe(32)
     with serve(tmp_path, INBOTS_OPERATOR_TOKEN=token) as served:
         document = httpx.get(served.url + "/openapi.json").json()
         documented = {

@@ -10,7 +10,7 @@ from starlette.routing import Route
 
 from inbots import __version__, dashboard
 from inbots.api import errors
-from inbots.api.limits import BodyLimit
+from inbots.api.limits import BodyLimit, HeadLimits
 from inbots.api.routes import (
     agents,
     deliveries,
@@ -20,6 +20,7 @@ from inbots.api.routes import (
     metrics,
     stats,
     threads,
+    tokens,
     webhooks,
 )
 from inbots.config import Settings, get_settings
@@ -93,7 +94,7 @@ def create_app(
     app.state.hooks = hooks
 
     v1 = APIRouter(prefix="/v1")
-    for module in (agents, webhooks, threads, inbox, deliveries, stats, limits):
+    for module in (agents, webhooks, threads, inbox, deliveries, stats, limits, tokens):
         v1.include_router(module.router)
     app.include_router(v1)
     app.include_router(health.router)
@@ -101,5 +102,7 @@ def create_app(
     app.include_router(metrics.router)
     app.router.routes.append(Route("/mcp", mcp, include_in_schema=False))  # see docs/mcp.md
     errors.install(app)
-    app.add_middleware(BodyLimit, max_bytes=settings.request_body_max_bytes)
+    app.add_middleware(
+        BodyLimit, max_bytes=settings.request_body_max_bytes, head=HeadLimits.of(settings)
+    )
     return app

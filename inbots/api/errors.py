@@ -37,7 +37,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         404: "Not found (or not visible to the caller)",
         409: "Business conflict",
         413: "Request body too large",
-        422: "Validation error naming the field",
+        422: "Validation error naming the field, or a body that is not JSON (invalid_json)",
         503: "The database cannot answer now (service_unavailable, with Retry-After)",
     }.items()
 }
@@ -98,7 +98,17 @@ def _describe(err: dict[str, Any]) -> tuple[str, str | None]:
     kind = err.get("type", "")
     loc = tuple(err.get("loc") or ())
     if kind == "json_invalid":
-        return "The request body is not valid JSON.", None
+        what = str((err.get("ctx") or {}).get("error") or "")
+        at = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else None
+        detail = what[:1].lower() + what[1:]
+        if detail and at is not None:
+            detail = f"{detail} at character {at}"
+        return (
+            "The request body is not valid JSON"
+            + (f" ({detail})" if detail else "")
+            + '; send one JSON object, like {"body": "hello"}.',
+            None,
+        )
     field = _field_of(loc)
     if field is None:
         if kind == "missing":
@@ -111,6 +121,39 @@ def _describe(err: dict[str, Any]) -> tuple[str, str | None]:
     return f"{path}: {msg[0].lower() + msg[1:] if msg else 'is invalid'}.", field
 
 
+def _unreadable_body(exc: StarletteHTTPException) -> JSONResponse | None:
+    """FastAPI's one "error parsing the body" (400) for every body it could not decode, told
+    apart by its cause: bytes that are not UTF-8, JSON nested deeper than Python's parser goes,
+    or a form it could not read."""
+    if exc.status_code != 400 or exc.__cause__ is None:
+        return None
+    cause = exc.__cause__
+    if isinstance(cause, UnicodeDecodeError):
+        return envelope(
+            422,
+            "invalid_json",
+            f"The request body is not UTF-8 text (byte {cause.start} is not); send JSON "
+            "encoded as UTF-8.",
+        )
+    if isinstance(cause, RecursionError):
+        return envelope(
+            422,
+            "invalid_json",
+            "The request body's JSON nests arrays or objects too deeply to read; send a flatter "
+            "document (no request needs more than a few levels).",
+        )
+    if isinstance(cause, ValueError):  # the JSON parser's other refusals
+        return envelope(
+            422, "invalid_json", f"The request body is not valid JSON ({cause}); fix it."
+        )
+    return envelope(
+        400,
+        "bad_request",
+        "The request body could not be read as its Content-Type says; check that header and "
+        "the body.",
+    )
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(InbotsError)
     async def _inbots(_: Request, exc: InbotsError) -> JSONResponse:
@@ -120,10 +163,15 @@ def install(app: FastAPI) -> None:
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         errors = list(exc.errors())
         message, field = _describe(errors[0]) if errors else ("The request is invalid.", None)
+        if errors and errors[0].get("type") == "json_invalid":
+            return envelope(422, "invalid_json", message)
         return envelope(422, "validation_error", message, field)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        unreadable = _unreadable_body(exc)
+        if unreadable is not None:
+            return unreadable
         code = _STATUS_CODES.get(exc.status_code, "error")
         if exc.status_code == 404:
             message = "No such endpoint. The API lives under /v1; see /openapi.json."

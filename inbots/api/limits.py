@@ -1,12 +1,50 @@
-"""Request body cap, enforced before the body is parsed (pure ASGI, streaming-safe)."""
+"""Request limits in the app (pure ASGI): the body cap, enforced before the body is parsed and
+streaming-safe, and the head cap (size and count of headers).
+
+The head cap here is the second line: under ``inbots serve`` or the Procfile's uvicorn the
+protocol (:mod:`inbots.api.protocol`) refuses an oversized head while it arrives, before it is
+held in memory; this check gives the same answer behind any other ASGI server."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from inbots.config import Settings
+
+CODE_TOO_LARGE = "headers_too_large"
+
+
+@dataclass(frozen=True)
+class HeadLimits:
+    max_bytes: int
+    max_count: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> HeadLimits:
+        return cls(settings.http_header_max_bytes, settings.http_header_max_count)
+
+    def too_large(self) -> str:
+        return (
+            f"The request's headers are larger than {self.max_bytes} bytes in all (the URL "
+            "counts too); send fewer or shorter headers."
+        )
+
+    def too_many(self) -> str:
+        return f"The request has more than {self.max_count} header fields; send fewer."
+
+    def check(self, scope: Scope) -> str | None:
+        """Why an ASGI request's head breaks the limits, or None."""
+        headers = scope.get("headers") or []
+        if len(headers) > self.max_count:
+            return self.too_many()
+        size = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+        size += sum(len(name) + len(value) + 4 for name, value in headers)
+        return self.too_large() if size > self.max_bytes else None
 
 
 class _TooLarge(HTTPException):
@@ -31,14 +69,20 @@ def _unstorable_url(scope: Scope) -> bool:
 
 
 class BodyLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, head: HeadLimits | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.head = head
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if self.head is not None:
+            refused = self.head.check(scope)
+            if refused is not None:
+                await self._send_error(send, 431, CODE_TOO_LARGE, refused)
+                return
         if _unstorable_url(scope):
             await self._send_error(
                 send, 422, "validation_error", "The URL must not contain NUL characters."

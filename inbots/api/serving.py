@@ -29,6 +29,13 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         "log_config": logging_config(settings),
         "log_level": settings.log_level.lower(),
         "proxy_headers": True,
+        # Whose X-Forwarded-Proto/For to believe: the TLS proxy's address when it runs on
+        # another host (INBOTS_FORWARDED_ALLOW_IPS; docs/operations.md, "Behind a TLS proxy").
+        "forwarded_allow_ips": settings.forwarded_allow_ips,
+        # Caps the request head while it arrives and answers parser refusals in the error
+        # envelope (inbots/api/protocol.py). By name: ``inbots web``'s worker processes import
+        # it and read the limits from their own settings.
+        "http": "inbots.api.protocol:InbotsHttpProtocol",
     }
 
 

@@ -23,7 +23,9 @@ class Caller:
     agent_id: str
     username: str
     is_operator: bool
+    # An agent's last_seen_at; for the operator, its token's last_used_at.
     last_seen_at: datetime | None = field(default=None, compare=False)
+    token_id: str | None = field(default=None, compare=False)  # the operator token's row
 
     def require_operator(self) -> None:
         if not self.is_operator:
@@ -54,18 +56,22 @@ def parse_bearer(header: str | None) -> str:
 
 
 def authenticate(uow: UnitOfWork, token: str) -> Caller:
-    """Resolve a well-formed token to its caller, or 401. Compares hashes in constant time."""
+    """Resolve a well-formed token to its caller, or 401. Compares hashes in constant time. A
+    revoked operator token authenticates nothing."""
     digest = tokens.hash_token(token)
     if token.startswith(tokens.OPERATOR_TOKEN_PREFIX):
         row = uow.session.execute(
-            select(OperatorToken.token_hash, Agent)
+            select(OperatorToken, Agent)
             .join(Agent, Agent.workspace_id == OperatorToken.workspace_id)
-            .where(OperatorToken.token_hash == digest, Agent.kind == KIND_OPERATOR)
+            .where(
+                OperatorToken.token_hash == digest,
+                OperatorToken.revoked_at.is_(None),
+                Agent.kind == KIND_OPERATOR,
+            )
         ).first()
-        if row is None or not tokens.matches(token, row[0]):
+        if row is None or not tokens.matches(token, row[0].token_hash):
             raise Unauthorized(_BAD_TOKEN)
-        operator: Agent = row[1]
-        return Caller(operator.workspace_id, operator.id, operator.username, True)
+        return operator_caller(row[1], row[0])
     agent = uow.session.scalars(select(Agent).where(Agent.key_hash == digest)).first()
     if agent is None or agent.key_hash is None or not tokens.matches(token, agent.key_hash):
         raise Unauthorized(_BAD_TOKEN)
@@ -74,18 +80,40 @@ def authenticate(uow: UnitOfWork, token: str) -> Caller:
     return Caller(agent.workspace_id, agent.id, agent.username, False, agent.last_seen_at)
 
 
+def operator_caller(operator: Agent, token: OperatorToken) -> Caller:
+    """The operator of ``token``'s workspace, calling with that token."""
+    return Caller(
+        operator.workspace_id, operator.id, operator.username, True, token.last_used_at, token.id
+    )
+
+
 def needs_touch(caller: Caller, resolution_seconds: float) -> bool:
-    """Whether the agent's ``last_seen_at`` is older than the resolution worth writing down."""
-    if caller.is_operator:
+    """Whether the agent's ``last_seen_at`` (the operator token's ``last_used_at``) is older than
+    the resolution worth writing down."""
+    if caller.is_operator and caller.token_id is None:
         return False
     last_seen = caller.last_seen_at
     return last_seen is None or utcnow() - last_seen >= timedelta(seconds=resolution_seconds)
 
 
 def touch(uow: UnitOfWork, caller: Caller) -> None:
-    """Stamp the agent's activity (``last_seen_at``); never moves it backwards."""
+    """Stamp the agent's activity (``last_seen_at``), or the operator token's
+    ``last_used_at``; never moves either backwards."""
     now = utcnow()
     resolution = timedelta(seconds=uow.settings.last_seen_resolution_seconds)
+    if caller.is_operator:
+        uow.session.execute(
+            update(OperatorToken)
+            .where(
+                OperatorToken.id == caller.token_id,
+                or_(
+                    OperatorToken.last_used_at.is_(None),
+                    OperatorToken.last_used_at <= now - resolution,
+                ),
+            )
+            .values(last_used_at=now)
+        )
+        return
     uow.session.execute(
         update(Agent)
         .where(
@@ -94,32 +122,3 @@ def touch(uow: UnitOfWork, caller: Caller) -> None:
         )
         .values(last_seen_at=now)
     )
-
-
-def authenticate_operator(uow: UnitOfWork, token: str) -> tuple[str, Caller]:
-    """Resolve a raw operator token (the dashboard's sign-in) to its token row's id and the
-    operator caller, or 401. Agent keys are refused: only the operator signs in."""
-    token = token.strip()
-    if not tokens.looks_like(token, tokens.OPERATOR_TOKEN_PREFIX):
-        raise Unauthorized(_BAD_TOKEN)
-    caller = authenticate(uow, token)
-    token_id = uow.session.scalar(
-        select(OperatorToken.id).where(OperatorToken.token_hash == tokens.hash_token(token))
-    )
-    if token_id is None:  # revoked between the two reads
-        raise Unauthorized(_BAD_TOKEN)
-    return token_id, caller
-
-
-def operator_by_token_id(uow: UnitOfWork, token_id: str) -> Caller:
-    """The operator caller for an operator token row that still exists, or 401. A dashboard
-    session holds only the row's id, so revoking the token ends the session."""
-    row = uow.session.execute(
-        select(Agent)
-        .join(OperatorToken, OperatorToken.workspace_id == Agent.workspace_id)
-        .where(OperatorToken.id == token_id, Agent.kind == KIND_OPERATOR)
-    ).first()
-    if row is None:
-        raise Unauthorized("The operator token of this session no longer exists; sign in again.")
-    operator: Agent = row[0]
-    return Caller(operator.workspace_id, operator.id, operator.username, True)

@@ -36,6 +36,7 @@ app.add_typer(ops.agents_app, name="agents")
 app.add_typer(ops.webhook_app, name="webhook")
 app.add_typer(ops.threads_app, name="threads")
 app.add_typer(ops.deliveries_app, name="deliveries")
+app.add_typer(ops.tokens_app, name="tokens")
 app.command("post")(ops.post)
 app.command("stats")(ops.stats)
 app.command("watch")(ops.watch)
@@ -79,6 +80,11 @@ def serve(
     base = f"http://{settings.host}:{settings.port}"
     out.print(f"[bold]Inbots[/] on {base}  (database: {_redact(settings.database_url)})")
     _print_minted(seeded.minted_token)
+    if seeded.seeded_token_revoked:
+        out.print(
+            "[yellow]INBOTS_OPERATOR_TOKEN names a revoked operator token: it signs nothing in."
+            "[/] Unset it, or set it to a live one (inbots tokens list)."
+        )
     out.print(f"Dashboard: {base}/   (sign in with the operator token)")
     out.print(f"API: {base}/v1   OpenAPI: {base}/openapi.json   MCP: {base}/mcp")
     options = uvicorn_options(settings)
@@ -186,12 +192,23 @@ def check() -> None:
     settings = settings_or_exit()
     described = _describe(settings)
     out.print(f"settings OK: database {described['database']}, broker {described['broker']}")
+    out.print(_metrics_access(settings), highlight=False)
 
 
 def _describe(settings: Settings) -> dict[str, str]:
     database = settings.database_url.partition(":")[0].partition("+")[0]
     broker = "Redis (production)" if settings.broker_url else "none (embedded default)"
     return {"database": database, "broker": broker}
+
+
+def _metrics_access(settings: Settings) -> str:
+    return {
+        "token": "/metrics: wants Authorization: Bearer <INBOTS_METRICS_TOKEN>",
+        "open": "/metrics: open to anyone who can reach it"
+        + (" (INBOTS_METRICS_PUBLIC)" if settings.metrics_public else " (development)"),
+        "closed": "/metrics: closed in production (answers 403) until INBOTS_METRICS_TOKEN is"
+        " set, or INBOTS_METRICS_PUBLIC=true opens it",
+    }[settings.metrics_access]
 
 
 @db_app.command("upgrade")

@@ -1,4 +1,5 @@
-"""The operator commands: agents, webhooks, threads, posting, deliveries, stats and a live watch.
+"""The operator commands: agents, webhooks, threads, posting, deliveries, operator tokens, stats
+and a live watch.
 
 Every command talks to a running server over HTTP (:class:`~inbots.cli.client.Client`), so it
 works the same against a laptop or production. People get Rich tables; ``--json`` prints the
@@ -38,6 +39,9 @@ threads_app = typer.Typer(
     help="Threads: read, close, dismiss close requests.", no_args_is_help=True
 )
 deliveries_app = typer.Typer(help="Delivery receipts and their attempt logs.", no_args_is_help=True)
+tokens_app = typer.Typer(
+    help="Operator tokens: create another, list them, revoke one.", no_args_is_help=True
+)
 
 # Connection and output options, the same on every command.
 UrlOpt = Annotated[
@@ -637,6 +641,71 @@ def deliveries_redeliver(
             as_json,
             lambda d: Text(f"Redelivery of {d['id']} published (state: {d['state']})."),
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# operator tokens
+
+
+def tokens_table(items: list[Json]) -> Table:
+    grid = table(["id", "label", "created", "last used", "revoked", ""])
+    for t in items:
+        grid.add_row(
+            t["id"],
+            _plain(t["label"]),
+            when(t["created_at"]),
+            ago(t["last_used_at"]),
+            when(t["revoked_at"]) if t["revoked_at"] else "—",
+            "(this one)" if t["current"] else "",
+            style="dim" if t["revoked_at"] else None,
+        )
+    return grid
+
+
+def token_created(t: Json) -> Group:
+    return Group(
+        Text(f"Created operator token {t['id']}" + (f" ({t['label']})." if t["label"] else ".")),
+        Text("Token (shown once; store it now, it is kept only as a hash):"),
+        Text(f"  {t['token']}", style="bold green"),
+    )
+
+
+@tokens_app.command("create")
+def tokens_create(
+    label: Annotated[
+        str | None, typer.Option(help="What it is for (shown in lists), like 'ci' or 'alice'.")
+    ] = None,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Mint another operator token and print it (shown this once)."""
+    with connect(url, token, as_json) as api:
+        emit(api.post("/tokens", {"label": label}), as_json, token_created)
+
+
+@tokens_app.command("list")
+def tokens_list(
+    url: UrlOpt = DEFAULT_URL, token: TokenOpt = None, as_json: JsonOpt = False
+) -> None:
+    """Every operator token of the workspace, revoked ones included (never the token itself)."""
+    with connect(url, token, as_json) as api:
+        emit(api.get("/tokens"), as_json, lambda page: tokens_table(page["items"]))
+
+
+@tokens_app.command("revoke")
+def tokens_revoke(
+    token_id: Annotated[
+        str, typer.Argument(metavar="ID", help="The token's id (otk_…).", show_default=False)
+    ],
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = None,
+) -> None:
+    """Revoke an operator token at once; the dashboard sessions signed in with it end too.
+    The workspace's last live token cannot be revoked: create another first."""
+    with connect(url, token) as api:
+        api.delete(f"/tokens/{seg(token_id)}")
+    out.print(f"Revoked operator token {escape(token_id)}.", highlight=False)
 
 
 # ---------------------------------------------------------------------------------------------

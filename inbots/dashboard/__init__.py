@@ -34,7 +34,10 @@ def install(app: FastAPI) -> None:
             "INBOTS_SESSION_SECRET is not set: dashboard sessions are signed with a key of this"
             " process only, so they end on restart and fail on the other web processes"
         )
-    app.state.dashboard_sessions = Sessions(signing_key(app.state.settings))
+    settings = app.state.settings
+    app.state.dashboard_sessions = Sessions(
+        signing_key(settings), settings.session_max_age_seconds, settings.session_cookie_secure
+    )
     app.include_router(router)
     app.mount(STATIC_PATH, StaticFiles(directory=STATIC), name="dashboard-static")
     app.add_exception_handler(LoginRequired, on_login_required)

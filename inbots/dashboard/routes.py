@@ -1,13 +1,15 @@
 """The dashboard's HTTP side: sign-in and sign-out, the pages, and the operator's actions.
 
-Every page and action runs in one unit of work that first re-resolves the session's operator
-token (gone: the session has ended) and then calls the same service functions as the API. Every
+Every page and action runs in one unit of work that first re-resolves the session row and its
+operator token (signed out, expired or revoked: the session has ended) and then calls the same
+service functions as the API. Sign-in goes through the throttle (:mod:`inbots.auth.throttle`). Every
 POST checks the session's CSRF token in constant time and the Origin (or Referer) before anything
 else; a failed check answers 403 and changes nothing. Service errors become a friendly message.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 from urllib.parse import quote
@@ -16,8 +18,10 @@ from fastapi import APIRouter, Form, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from inbots import __version__
-from inbots.auth import service as auth
+from inbots.api.errors import envelope
+from inbots.auth import sessions as auth_sessions
 from inbots.auth.service import Caller
+from inbots.auth.throttle import SCOPE_ADDRESS, Held
 from inbots.dashboard import pages
 from inbots.dashboard.render import environment
 from inbots.dashboard.session import Session, Sessions, local_path, same_origin
@@ -88,17 +92,25 @@ def _render(
         partial=partial,
         csrf=session.csrf,
         flash=flash,
-        signed_in=session.token_id is not None,
+        signed_in=session.key is not None,
         here=_here(request),
         static=STATIC_PATH,
         version=__version__,
         refresh_ms=LIVE_REFRESH_MS,
+        session_hours=_hours(sessions_of(request).max_age_seconds),
         **context,
     )
     response = HTMLResponse(html, status_code=http_status)
     if session.dirty:
         sessions_of(request).store(request, response, session)
     return harden(response)  # type: ignore[return-value]
+
+
+def _hours(seconds: float) -> str:
+    hours = seconds / 3600
+    if hours >= 1:
+        return f"{hours:g} hour{'s' if hours != 1 else ''}"
+    return f"{max(1, round(seconds / 60))} minutes"
 
 
 def _redirect(request: Request, target: str, session: Session | None = None) -> Response:
@@ -108,11 +120,9 @@ def _redirect(request: Request, target: str, session: Session | None = None) -> 
     return harden(response)
 
 
-def _as_operator(
-    uow: UnitOfWork, token_id: str, fn: Callable[..., T], *args: Any, **kwargs: Any
-) -> T:
+def _as_operator(uow: UnitOfWork, key: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     try:
-        caller: Caller = auth.operator_by_token_id(uow, token_id)
+        caller: Caller = auth_sessions.session_caller(uow, key)
     except Unauthorized:
         raise _SessionEnded from None
     return fn(uow, caller, *args, **kwargs)
@@ -120,7 +130,7 @@ def _as_operator(
 
 def _signed_in(request: Request) -> Session:
     session = sessions_of(request).load(request)
-    if session is None or session.token_id is None:
+    if session is None or session.key is None:
         raise LoginRequired(_here(request) if request.method == "GET" else None)
     return session
 
@@ -142,7 +152,7 @@ def _page(
             state.db,
             state.hooks,
             _as_operator,
-            session.token_id,
+            session.key,
             build,
             *args,
             readonly=True,
@@ -182,11 +192,11 @@ def _act(
     """One operator action (POST): CSRF, sign-in, one unit of work, then back where it came from
     with a message saying what happened."""
     session = _verified_post(request, csrf)
-    if session.token_id is None:
+    if session.key is None:
         raise LoginRequired()
     state = request.app.state
     try:
-        run_unit(state.db, state.hooks, _as_operator, session.token_id, fn, *args)
+        run_unit(state.db, state.hooks, _as_operator, session.key, fn, *args)
         session.say("ok", success)
     except _SessionEnded:
         raise LoginRequired(ended=True) from None
@@ -206,7 +216,7 @@ Next = Annotated[str, Form()]
 def login_form(request: Request, next: str = "/") -> Response:
     """The sign-in form. Already signed in: straight on."""
     session = sessions_of(request).load(request)
-    if session is not None and session.token_id is not None:
+    if session is not None and session.key is not None:
         return _redirect(request, local_path(next))
     if session is None:
         session = Session()
@@ -217,13 +227,13 @@ def login_form(request: Request, next: str = "/") -> Response:
 def login(
     request: Request, token: Annotated[str, Form()] = "", csrf: Csrf = "", next: Next = "/"
 ) -> Response:
-    """Check the operator token; on success start a session holding only the token row's id."""
+    """Check the operator token (unless the throttle holds sign-ins back) and start a session:
+    a database row, named by a random key in the signed cookie."""
     session = _verified_post(request, csrf)
     state = request.app.state
+    client = request.client.host if request.client else None
     try:
-        token_id, _ = run_unit(
-            state.db, state.hooks, auth.authenticate_operator, token, readonly=True
-        )
+        outcome = run_unit(state.db, state.hooks, auth_sessions.sign_in, token, client)
     except ServiceUnavailable as exc:  # the token may be right: say what is wrong instead
         return _render(
             request,
@@ -234,7 +244,9 @@ def login(
             next=local_path(next),
             error=exc.message,
         )
-    except InbotsError:
+    if outcome.held is not None:
+        return _throttled(request, session, outcome.held, next)
+    if outcome.key is None:
         return _render(
             request,
             session,
@@ -244,14 +256,48 @@ def login(
             next=local_path(next),
             error="That is not an operator token of this Inbots. Check it and try again.",
         )
-    fresh = Session(token_id=token_id)  # a new CSRF token for the signed-in session
+    fresh = Session(key=outcome.key)  # a new CSRF token for the signed-in session
     return _redirect(request, local_path(next), fresh)
+
+
+def _throttled(request: Request, session: Session, held: Held, next_path: str) -> Response:
+    """429: the sign-in form again saying when to retry (the error envelope for a client that
+    asks for JSON), with ``Retry-After``."""
+    minutes = max(1, math.ceil(held.retry_after_seconds / 60))
+    who = "from your address" if held.scope == SCOPE_ADDRESS else "to this Inbots"
+    message = (
+        f"Too many failed sign-ins {who} recently, so sign-in is paused; "
+        f"try again in {minutes} minute{'s' if minutes != 1 else ''}."
+    )
+    retry_after = {"Retry-After": str(math.ceil(held.retry_after_seconds))}
+    if _wants_json(request):
+        return envelope(429, "rate_limited", message, headers=retry_after)
+    response = _render(
+        request,
+        session,
+        "login.html",
+        http_status=429,
+        title="Sign in",
+        next=local_path(next_path),
+        error=message,
+    )
+    response.headers.update(retry_after)
+    return response
+
+
+def _wants_json(request: Request) -> bool:
+    accept = request.headers.get("accept", "")
+    return "application/json" in accept and "text/html" not in accept
 
 
 @router.post("/logout")
 def logout(request: Request, csrf: Csrf = "") -> Response:
-    """End the session (a POST, so a link elsewhere cannot sign the operator out)."""
-    _verified_post(request, csrf)
+    """End the session on the server (a POST, so a link elsewhere cannot sign the operator
+    out): the cookie stops working everywhere, copies included."""
+    session = _verified_post(request, csrf)
+    if session.key is not None:
+        state = request.app.state
+        run_unit(state.db, state.hooks, auth_sessions.end_session, session.key)
     farewell = Session()
     farewell.say("ok", "Signed out.")
     return _redirect(request, "/login", farewell)

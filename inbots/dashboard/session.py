@@ -1,9 +1,12 @@
-"""The dashboard's session: a signed cookie holding the operator token row's id and a CSRF token.
+"""The dashboard's cookie: signed, holding the session's random key (never the operator token)
+and a CSRF token.
 
-The cookie never holds the token itself. It is signed (itsdangerous), HttpOnly, SameSite=Strict,
-``Secure`` over https, and expires 12 hours after sign-in however often it is re-signed. Every
-request re-reads the token row (:func:`inbots.auth.service.operator_by_token_id`), so revoking the
-token ends the session at once.
+The key names a row in ``dashboard_sessions`` (:mod:`inbots.auth.sessions`), which every
+request re-reads on whichever web process it lands: signing out revokes the row, revoking the
+operator token revokes every row of it, and the row expires ``INBOTS_SESSION_MAX_AGE_SECONDS``
+(12 hours) after sign-in however often the cookie is re-signed. The cookie is signed
+(itsdangerous), HttpOnly, SameSite=Strict, and ``Secure`` over https (or always, with
+``INBOTS_SESSION_COOKIE_SECURE``).
 
 The signing key is ``INBOTS_SESSION_SECRET``; without it, a random key is made once per process
 (sessions then end on restart and do not cross processes).
@@ -12,6 +15,7 @@ The signing key is ``INBOTS_SESSION_SECRET``; without it, a random key is made o
 from __future__ import annotations
 
 import hmac
+import math
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -24,7 +28,6 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from inbots.config import Settings
 
 COOKIE = "inbots_session"
-MAX_AGE_SECONDS = 12 * 3600
 _SALT = "inbots.dashboard.session"
 _PROCESS_KEY = secrets.token_urlsafe(32)  # used only when no INBOTS_SESSION_SECRET is set
 
@@ -36,11 +39,11 @@ def signing_key(settings: Settings) -> str:
 
 @dataclass
 class Session:
-    """One browser's session. ``token_id`` is None before sign-in (the login form still has a
-    CSRF token)."""
+    """One browser's session. ``key`` (the session row's key) is None before sign-in: the login
+    form still has a CSRF token."""
 
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
-    token_id: str | None = None
+    key: str | None = None
     issued_at: float = field(default_factory=time.time)
     flash: tuple[str, str] | None = None  # (level, text), shown once on the next page
     dirty: bool = field(default=True, compare=False)
@@ -63,36 +66,41 @@ class Session:
 class Sessions:
     """Loads and stores :class:`Session` in the signed cookie."""
 
-    def __init__(self, secret: str) -> None:
+    def __init__(self, secret: str, max_age_seconds: float, always_secure: bool = False) -> None:
         self._serializer = URLSafeTimedSerializer(secret, salt=_SALT)
+        self.max_age_seconds = max_age_seconds
+        self.always_secure = always_secure
+
+    def _secure(self, request: Request) -> bool:
+        return self.always_secure or request.url.scheme == "https"
 
     def load(self, request: Request) -> Session | None:
         raw = request.cookies.get(COOKIE)
         if not raw:
             return None
         try:
-            data = self._serializer.loads(raw, max_age=MAX_AGE_SECONDS)
+            data = self._serializer.loads(raw, max_age=math.ceil(self.max_age_seconds))
         except BadSignature:  # also expired (SignatureExpired is a BadSignature)
             return None
         try:
             session = Session(
                 csrf=str(data["c"]),
-                token_id=data.get("t"),
+                key=data.get("k"),
                 issued_at=float(data["i"]),
                 flash=(str(data["f"][0]), str(data["f"][1])) if data.get("f") else None,
                 dirty=False,
             )
         except (KeyError, TypeError, ValueError):
             return None
-        if time.time() - session.issued_at > MAX_AGE_SECONDS:  # re-signing never extends it
+        if time.time() - session.issued_at > self.max_age_seconds:  # re-signing never extends it
             return None
         return session
 
     def store(self, request: Request, response: Response, session: Session) -> None:
-        data: dict[str, Any] = {"c": session.csrf, "t": session.token_id, "i": session.issued_at}
+        data: dict[str, Any] = {"c": session.csrf, "k": session.key, "i": session.issued_at}
         if session.flash:
             data["f"] = list(session.flash)
-        remaining = int(MAX_AGE_SECONDS - (time.time() - session.issued_at))
+        remaining = int(self.max_age_seconds - (time.time() - session.issued_at))
         response.set_cookie(
             COOKIE,
             self._serializer.dumps(data),
@@ -100,18 +108,17 @@ class Sessions:
             path="/",
             httponly=True,
             samesite="strict",
-            secure=request.url.scheme == "https",
+            secure=self._secure(request),
         )
         session.dirty = False
 
-    @staticmethod
-    def clear(request: Request, response: Response) -> None:
+    def clear(self, request: Request, response: Response) -> None:
         response.delete_cookie(
             COOKIE,
             path="/",
             httponly=True,
             samesite="strict",
-            secure=request.url.scheme == "https",
+            secure=self._secure(request),
         )
 
 

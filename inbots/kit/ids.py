@@ -43,6 +43,8 @@ PREFIXES = {
     "workspace": "ws",
     "agent": "ag",
     "operator_token": "otk",
+    "dashboard_session": "dss",
+    "signin_failure": "sif",
     "thread": "th",
     "message": "msg",
     "delivery": "dlv",

@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import secrets
+import string
+from collections import Counter
+from itertools import pairwise
 
 AGENT_KEY_PREFIX = "agt_"
 OPERATOR_TOKEN_PREFIX = "ops_"
 _TOKEN_BYTES = 32
+MIN_RANDOM_BITS = 128
 
 
 def mint(prefix: str) -> str:
@@ -35,3 +40,58 @@ def looks_like(token: str, prefix: str) -> bool:
         and 32 <= len(body) <= 256
         and all(c.isalnum() or c in "-_" for c in body)
     )
+
+
+# The alphabets a token body can come from, smallest first: a body is judged by the smallest one
+# that holds all of its characters (32 hex digits are 128 bits, 32 url-safe characters 192).
+_ALPHABETS = (
+    string.digits,
+    string.hexdigits.lower(),
+    string.hexdigits.upper(),
+    string.ascii_lowercase,
+    string.ascii_uppercase,
+    string.ascii_lowercase + string.digits,
+    string.ascii_uppercase + string.digits,
+    string.ascii_letters,
+    string.ascii_letters + string.digits,
+    string.ascii_letters + string.digits + "-_",
+)
+
+
+def weakness(token: str, prefix: str) -> str | None:
+    """Why a well-shaped token chosen by a person is too weak to trust, or None.
+
+    A setting's token was not minted here, so its randomness can only be estimated: at most
+    ``log2(alphabet)`` bits a character, which must reach :data:`MIN_RANDOM_BITS`, and none of
+    the shapes people type instead of random text (few distinct characters, one character over
+    and over, a repeated chunk, a run like ``abcdef`` or ``123456``).
+    """
+    body = token[len(prefix) :]
+    if not body:
+        return "it has nothing after the prefix"
+    counts = Counter(body).values()
+    spread = -sum(n / len(body) * math.log2(n / len(body)) for n in counts)
+    if spread < 2.5 or max(counts) * 3 > len(body):
+        return "it repeats a few characters over and over"
+    if _periodic(body):
+        return "it repeats the same chunk of characters"
+    steps = sum(abs(ord(b) - ord(a)) == 1 for a, b in pairwise(body))
+    if steps * 2 > len(body):
+        return "it runs through neighbouring characters (like abcdef or 123456)"
+    alphabet = next((a for a in _ALPHABETS if set(body) <= set(a)), _ALPHABETS[-1])
+    bits = len(body) * math.log2(len(alphabet))
+    if bits < MIN_RANDOM_BITS:
+        return (
+            f"{len(body)} characters from an alphabet of {len(alphabet)} carry at most "
+            f"{bits:.0f} bits of randomness, fewer than {MIN_RANDOM_BITS}"
+        )
+    return None
+
+
+def _periodic(body: str) -> bool:
+    """Whether ``body`` is (nearly) one short chunk written again and again."""
+    for period in range(1, len(body) // 2 + 1):
+        same = sum(body[i] == body[i + period] for i in range(len(body) - period))
+        if same >= 0.8 * (len(body) - period):
+            return True
+    return False

@@ -60,6 +60,12 @@ DELIVERIES_FAILED = Counter("inbots_deliveries_failed", "Deliveries stamped fail
 PUBLISH_FAILURES = Counter(
     "inbots_publish_failures", "Notify jobs the broker refused (the sweep publishes them again)."
 )
+SIGNIN_FAILURES = Counter(
+    "inbots_signin_failures",
+    "Dashboard sign-ins refused: a wrong token (bad_token), or held back by the throttle"
+    " (throttled_address, throttled_deployment).",
+    ["reason"],
+)
 RENOTIFY_RUNS = Counter("inbots_renotify_runs", "Renotify sweeps run.")
 RENOTIFY_ACTIONS = Counter(
     "inbots_renotify_actions",

@@ -19,7 +19,9 @@ class Workspace(Base):
 
 
 class OperatorToken(Base):
-    """An operator token, stored only as its SHA-256 hash."""
+    """An operator token, stored only as its SHA-256 hash. Revoking keeps the row (listings show
+    it, and a revoked token from ``INBOTS_OPERATOR_TOKEN`` is not seeded again) and stamps
+    ``revoked_at``; from then on it authenticates nothing."""
 
     __tablename__ = "operator_tokens"
 
@@ -27,3 +29,6 @@ class OperatorToken(Base):
     workspace_id: Mapped[str] = mapped_column(ForeignKey("workspaces.id"), index=True)
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    label: Mapped[str | None] = mapped_column(String(100))
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
