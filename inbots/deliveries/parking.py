@@ -42,7 +42,7 @@ _OLDEST = (
         Delivery.thread_closed_at,
     )
     .where(Delivery.parked_key == bindparam("key"))
-    .order_by(Delivery.parked_at, Delivery.id)
+    .order_by(Delivery.parked_at)
     .limit(bindparam("n"))
     .with_for_update(skip_locked=True)
 )
