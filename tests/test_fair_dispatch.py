@@ -219,6 +219,25 @@ def test_a_job_refused_by_the_cap_parks_and_the_released_slot_wakes_it(
     assert reasons(api, second) == [(1, 1, "publish", "ok")]
 
 
+def test_a_duplicate_job_waits_for_the_running_attempt_instead_of_spinning(
+    api: Api, database: Database, settings: Settings, engine: Engine
+) -> None:
+    """A second job for a delivery whose attempt is running comes back once that attempt must
+    have ended (its slot's lease: the timeout + 2 s after the claim), not every half second."""
+    held = Held()
+    with receiver(held) as hook:
+        (delivery_id,) = mail(api, hook.url, 1)
+        worker, out = in_background(lambda: notify(engine, Job(delivery_id, 1)))
+        hook.wait_for(1)
+        duplicate = notify(engine, Job(delivery_id, 1))
+        held.release.set()
+        worker.join(10)
+    assert duplicate.outcome == "busy" and duplicate.countdown is not None
+    lease = settings.inflight_lease_seconds
+    assert lease - 1.0 < duplicate.countdown <= lease + 0.1, duplicate
+    assert out[0].outcome == "notified" and len(hook.requests) == 1
+
+
 class ReleasedMeanwhile(LocalLimiter):
     """The lost wake-up, made to happen every time: the attempt holding the URL's only slot
     ends just after this job was refused, before its delivery is parked, so that attempt's

@@ -231,9 +231,13 @@ def _claim_in(uow: Any, engine: Engine, job: Job, now: datetime) -> _Claim | _Pa
             return Result("failed", reason=WORKER_LOST)
         return Result("skipped", reason="this publish is finished")
     if delivery.claimed_until is not None and delivery.claimed_until > now:
-        # A duplicate job: come back when that attempt's claim runs out (by then it is recorded,
-        # or its worker died and this job makes the next attempt), not every so often to ask.
-        wait = (delivery.claimed_until - now).total_seconds()
+        # A duplicate job: come back when that attempt must have ended (its slot's lease ran
+        # out), and if it is still claimed then, when the claim runs out (by then the attempt is
+        # recorded, or its worker died and this job makes the next one) — never every so often.
+        ended = delivery.claimed_until - timedelta(
+            seconds=s.claim_seconds - s.inflight_lease_seconds
+        )
+        wait = ((ended if ended > now else delivery.claimed_until) - now).total_seconds()
         return Result("busy", countdown=wait + 0.05, reason="another attempt is running")
     if delivery.next_attempt_at is not None and delivery.next_attempt_at > now + timedelta(
         seconds=0.05
