@@ -246,6 +246,11 @@ def test_a_killed_workers_slots_come_back_within_the_attempt_timeout(
 
     most, first_full = most_at_once(observed)
     by_lease = killed_at + LEASE_SECONDS
+    print(
+        f"after the kill: new worker up at +{worker_up - killed_at:.1f} s, 4 in flight again at "
+        f"+{(first_full or killed_at) - killed_at:.1f} s (lease {LEASE_SECONDS} s); most at once "
+        f"{most}; {len(observed)} requests"
+    )
     if most < 4:
         client = redis_broker.client()
         leftovers = {
