@@ -429,3 +429,39 @@ def test_redeliver_logs_an_expired_claim_and_takes_the_delivery_out_of_line(
         assert row(database, lost).claimed_until is None
     assert reasons(api, lost) == [(1, 1, "publish", "worker_lost")]
     assert api.delivery(lost)["publish_count"] == 2
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_waking_reads_the_parked_line_through_its_partial_index(
+    api: Api, database: Database, settings: Settings, engine: Engine
+) -> None:
+    """The wake-up of a released slot (oldest parked on one URL) and the sweep's list of URLs
+    with a line both read ``ix_deliveries_parked`` (PostgreSQL's own plan), so their cost is the
+    line's, not the table's: each attempt runs the first."""
+    from sqlalchemy import func
+
+    from inbots.deliveries.parking import _OLDEST
+
+    with receiver(always(200)) as hook:
+        ids = mail(api, hook.url, 3)
+        key = url_key(hook.url)
+        lease = engine.limiter.acquire(key)
+        assert lease and [notify(engine, Job(d, 1)).outcome for d in ids] == ["parked"] * 3
+        engine.limiter.release(key, lease)
+    keys = (
+        select(Delivery.parked_key)
+        .where(Delivery.parked_key.is_not(None))
+        .group_by(Delivery.parked_key)
+        .order_by(func.min(Delivery.parked_at))
+        .limit(10)
+    )
+    with database.engine.connect() as conn, conn.begin():
+        conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
+        conn.exec_driver_sql("SET LOCAL enable_bitmapscan = off")
+        for query, params in ((_OLDEST, {"key": key, "n": 1}), (keys, {})):
+            compiled = query.compile(dialect=conn.dialect)
+            (plan,) = conn.exec_driver_sql(
+                "EXPLAIN (FORMAT JSON) " + compiled.string, {**compiled.params, **params}
+            ).scalar_one()
+            assert "ix_deliveries_parked" in str(plan), plan
+        conn.rollback()
