@@ -1,13 +1,16 @@
 """Delivery benchmark: webhook notifications per second through the real Celery worker, and
-accepted → notified latency, each beside a bare httpx loop posting the same signed payloads.
+accepted → notified latency, each beside a bare httpx loop posting the same signed payloads; and
+the same latency again while another receiver, one that answers in 2 s, has a backlog of 300
+notifications queued (fairness: one slow receiver must not delay the others).
 
     .venv/bin/python -m bench.delivery [--backend sqlite|postgres|both] [--quick]
 
 For each backend: a throwaway database and our own ``redis-server``; the real Inbots API
 (uvicorn, broker mode) and the real worker (``celery -A workers worker --pool threads
 --concurrency 8``) as subprocesses; a fast asyncio receiver (``bench.receiver``, its own process)
-answering 204 on loopback. Throughput is the drain of a pre-filled queue; latency is measured
-under a steady send rate. The baseline is 8 threads of one httpx client posting the very bodies
+answering 204 on loopback, and a slow one (``--delay 2``) for the backlog. Throughput is the drain
+of a pre-filled queue; latency is measured under a steady send rate, alone and behind the
+backlog. The baseline is 8 threads of one httpx client posting the very bodies
 the worker delivered, signed afresh with ``inbots.webhooks.signing``, to the same receiver. See
 ``bench/README.md``.
 """
@@ -69,6 +72,9 @@ class Plan:
     recipients: int = 16  # webhook agents, each with its own URL on the receiver
     fanout: int = 8  # recipients per pre-filled message
     steady_clients: int = 4  # senders in the steady phase, one recipient per message
+    backlog: int = 300  # notifications queued for the slow receiver before the fairness phase
+    slow_seconds: float = 2.0  # how long the slow receiver takes to answer
+    slow_recipients: int = 10  # webhook agents sharing the slow receiver's one URL
 
     @property
     def messages_per_client(self) -> int:
@@ -101,9 +107,15 @@ class World:
     thread_ids: list[str]  # the sender's thread with `fanout` webhook recipients
     single_ids: list[str]  # the sender's thread with one webhook recipient
     recipients: dict[str, Recipient]  # by webhook path
+    slow_thread_id: str = ""  # the first sender's thread with the slow receiver's agents
 
 
-def build_world(plan: Plan, api_url: str, operator_token: str, receiver_url: str) -> World:
+SLOW_PATH = "/hooks/slow"
+
+
+def build_world(
+    plan: Plan, api_url: str, operator_token: str, receiver_url: str, slow_url: str
+) -> World:
     bearer = {"Authorization": f"Bearer {operator_token}"}
     with httpx.Client(base_url=api_url, timeout=60) as client:
         recipients = []
@@ -148,7 +160,19 @@ def build_world(plan: Plan, api_url: str, operator_token: str, receiver_url: str
             thread_ids.append(open_thread(key, f"Delivery benchmark, sender {k}", members))
             single = [recipients[k % len(recipients)]]
             single_ids.append(open_thread(key, f"Delivery benchmark, sender {k}, one", single))
-    return World(sender_keys, thread_ids, single_ids, {r.path: r for r in recipients})
+        slow = []
+        for i in range(plan.slow_recipients):
+            created = checked_request(
+                client,
+                "POST",
+                "/v1/agents",
+                201,
+                json={"name": f"bench-slow-{i:02d}", "webhook_url": slow_url + SLOW_PATH},
+                headers=bearer,
+            )
+            slow.append(Recipient(created["username"], SLOW_PATH, ""))
+        slow_thread = open_thread(sender_keys[0], "Delivery benchmark, the slow receiver", slow)
+    return World(sender_keys, thread_ids, single_ids, {r.path: r for r in recipients}, slow_thread)
 
 
 def body_for(client: int, seq: int) -> str:
@@ -184,6 +208,8 @@ class Rig:
     api: ServerProcess
     worker: CeleryWorker
     world: World
+    slow: ReceiverProcess
+    metrics_port: int
     errors: list[str] = field(default_factory=list)
 
     def error(self, message: str) -> None:
@@ -196,6 +222,19 @@ class Rig:
             return int(client.llen(NOTIFY_QUEUE))
         finally:
             client.close()
+
+    def jobs(self) -> dict[str, float]:
+        """The running worker's ``inbots_notify_jobs_total`` by outcome: the notify jobs the
+        broker carried to it (since it started)."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        text = httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10).text
+        return {
+            sample.labels["outcome"]: sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == "inbots_notify_jobs_total"
+        }
 
     def wait_notified(self, since: datetime, expected: int, timeout: float = 60) -> None:
         """Wait until the database shows ``expected`` deliveries accepted since ``since``, all
@@ -388,9 +427,10 @@ class Pacer:
         return slot
 
 
-def steady_phase(rig: Rig) -> dict[str, Any]:
+def steady_phase(rig: Rig, backlog: Callable[[], dict[str, Any]] | None = None) -> dict[str, Any]:
     """Messages to one webhook recipient each, sent at a steady rate with the worker running;
-    the latency of each delivery is ``notified_at - accepted_at`` as the database stores them."""
+    the latency of each delivery is ``notified_at - accepted_at`` as the database stores them.
+    ``backlog``: run after the warm-up, before the measured sends (its answer is kept)."""
     plan = rig.plan
     single = sender(rig.world, rig.world.single_ids)
     rig.worker.start()
@@ -401,6 +441,7 @@ def steady_phase(rig: Rig) -> dict[str, Any]:
     )
     rig.receiver.wait_for(warm.requests, timeout=60, alive=rig.worker.check)
     rig.receiver.reset()
+    queued = backlog() if backlog is not None else None
 
     clients = plan.steady_clients
     pacer = Pacer(plan.steady_rate)
@@ -426,8 +467,13 @@ def steady_phase(rig: Rig) -> dict[str, Any]:
     arrivals = rig.receiver.arrivals()
     deliveries = rig.deliveries_since(since)
     attempts = rig.attempts_since(since)
+    jobs = rig.jobs()
+    if queued is not None:
+        queued["slow_answered"] = rig.slow.count()
     rig.worker.stop()
-    check = check_phase(rig, "steady", arrivals, deliveries, attempts)
+    check = check_phase(
+        rig, "steady" if queued is None else "behind backlog", arrivals, deliveries, attempts
+    )
     arrived = {a.webhook_id: a.at for a in arrivals}
     latencies = [(n - a).total_seconds() * 1000 for _, a, n in deliveries if n is not None]
     to_receiver = [(arrived[d] - a.timestamp()) * 1000 for d, a, _ in deliveries if d in arrived]
@@ -442,9 +488,57 @@ def steady_phase(rig: Rig) -> dict[str, Any]:
         "accepted_to_receiver": _latency_summary(to_receiver),
         "attempt_ms_p50": percentile(durations, 50),
         "attempt_ms_p99": percentile(durations, 99),
+        "jobs": jobs,
+        **({"backlog": queued} if queued is not None else {}),
         "check": check,
         "_arrivals": arrivals,
     }
+
+
+# --- fairness: the steady phase again, behind a slow receiver's backlog --------------------
+
+
+def behind_backlog(rig: Rig) -> dict[str, Any]:
+    """The steady phase again, after ``plan.backlog`` notifications were queued for the slow
+    receiver (one URL, so at most ``INBOTS_WEBHOOK_MAX_IN_FLIGHT_PER_URL`` in flight): measured
+    once every backlog job has run once and the notify queue is empty, so the backlog waits
+    (parked) in the database, and while it drains."""
+    plan, world = rig.plan, rig.world
+
+    def queue_backlog() -> dict[str, Any]:
+        rig.slow.reset()
+        headers = {"Authorization": f"Bearer {world.sender_keys[0]}"}
+        started = time.perf_counter()
+        with httpx.Client(base_url=rig.api.url, timeout=60) as client:
+            for i in range(plan.backlog // plan.slow_recipients):
+                checked_request(
+                    client,
+                    "POST",
+                    f"/v1/threads/{world.slow_thread_id}/messages",
+                    201,
+                    json={"body": body_for(0, i)},
+                    headers=headers,
+                )
+        sent = time.perf_counter() - started
+        deadline = started + 30
+        while True:
+            ran = sum(rig.jobs().values())
+            settled = ran >= plan.backlog and rig.queued() == 0
+            if settled or time.perf_counter() > deadline:
+                break
+            time.sleep(0.1)
+        if not settled:
+            rig.error("behind backlog: the backlog's first jobs had not all run after 30 s")
+        return {
+            "deliveries": plan.backlog,
+            "slow_seconds": plan.slow_seconds,
+            "queued_seconds": round(sent, 2),
+            "settled_seconds": round(time.perf_counter() - started, 2),
+            "settled": settled,
+            "jobs_at_settle": rig.jobs(),
+        }
+
+    return steady_phase(rig, backlog=queue_backlog)
 
 
 # --- the baseline: a bare httpx loop ---------------------------------------------------------
@@ -651,15 +745,59 @@ def measure(rig: Rig) -> dict[str, Any]:
     jobs = baseline_jobs(rig, steady["_arrivals"], steady["notifications"])
     paced = post_loop(rig, jobs, threads=plan.concurrency, pacer=Pacer(plan.steady_rate))
     log(f"  baseline paced: {paced['notifications']} posts, p50 {paced['p50_ms']:.2f} ms")
+    started = time.perf_counter()
+    behind = behind_backlog(rig)
+    log(
+        f"  behind a backlog of {plan.backlog} for a {plan.slow_seconds:g} s receiver: "
+        f"{behind['notifications']} notifications, accepted->notified p50 "
+        f"{percentile(behind['latencies_ms'], 50):.1f} ms, jobs {behind['jobs']} "
+        f"({time.perf_counter() - started:.1f} s)"
+    )
+    fairness = fairness_summary(plan, steady, behind)
     rows = figures(drains, loops, steady, paced)
     for d in drains:
         del d["_arrivals"]
     del steady["_arrivals"]
+    del behind["_arrivals"]
     for b in loops:
         b["latency"] = _latency_summary(b.pop("latencies_ms"))
     steady["latency"] = _latency_summary(steady.pop("latencies_ms"))
     paced["latency"] = _latency_summary(paced.pop("latencies_ms"))
-    return {"figures": rows, "drains": drains, "loops": loops, "steady": steady, "paced": paced}
+    behind["latency"] = _latency_summary(behind.pop("latencies_ms"))
+    return {
+        "figures": rows,
+        "drains": drains,
+        "loops": loops,
+        "steady": steady,
+        "paced": paced,
+        "behind_backlog": behind,
+        "fairness": fairness,
+    }
+
+
+def fairness_summary(plan: Plan, alone: dict[str, Any], behind: dict[str, Any]) -> dict[str, Any]:
+    """The healthy receiver's latency alone and behind the backlog, side by side, and the jobs
+    the broker carried per notification in the backlog phase."""
+    backlog = behind["backlog"]
+    jobs = sum(behind["jobs"].values())
+    # Every delivery that had a job in the phase: the backlog, the measured ones, the warm-up
+    # (two messages per steady client).
+    deliveries = backlog["deliveries"] + behind["notifications"] + 2 * plan.steady_clients
+    return {
+        "percentiles_ms": {
+            f"p{p}": {
+                "alone": percentile(alone["latencies_ms"], p),
+                "behind_backlog": percentile(behind["latencies_ms"], p),
+            }
+            for p in (50, 90, 99)
+        },
+        "jobs": jobs,
+        "jobs_by_outcome": behind["jobs"],
+        "deliveries_with_jobs": deliveries,
+        "jobs_per_delivery": jobs / deliveries if deliveries else None,
+        "slow_answered": backlog["slow_answered"],
+        "backlog_settled_seconds": backlog["settled_seconds"],
+    }
 
 
 def run_backend(backend: str, plan: Plan, pg_admin_url: str) -> dict[str, Any]:
@@ -675,11 +813,16 @@ def run_backend(backend: str, plan: Plan, pg_admin_url: str) -> dict[str, Any]:
         receiver = ReceiverProcess(free_port())
         stack.callback(receiver.stop)
         receiver.start(REPO_ROOT)
+        slow = ReceiverProcess(free_port(), delay=plan.slow_seconds)
+        stack.callback(slow.stop)
+        slow.start(REPO_ROOT)
+        metrics_port = free_port()
         env = {
             "INBOTS_DATABASE_URL": url,
             "INBOTS_BROKER_URL": redis.url,
             "INBOTS_WEBHOOK_ALLOW_PRIVATE": "true",
             "INBOTS_LOG_LEVEL": "WARNING",
+            "INBOTS_WORKER_METRICS_PORT": str(metrics_port),
         }
         api = ServerProcess("inbots", "inbots.api.app:create_app", env)
         stack.callback(api.stop)
@@ -694,8 +837,8 @@ def run_backend(backend: str, plan: Plan, pg_admin_url: str) -> dict[str, Any]:
             )
         worker = CeleryWorker(env, plan.concurrency, MODEL_MODULES if unresolved else ())
         stack.callback(worker.close)
-        world = build_world(plan, api.url, workspace.token, receiver.url)
-        rig = Rig(backend, plan, db, redis, receiver, api, worker, world)
+        world = build_world(plan, api.url, workspace.token, receiver.url, slow.url)
+        rig = Rig(backend, plan, db, redis, receiver, api, worker, world, slow, metrics_port)
         try:
             measured = measure(rig)
         except Exception:
@@ -777,9 +920,38 @@ def render(result: dict[str, Any]) -> str:
             + ", ".join(workaround["unresolved_foreign_keys"][:1])
             + f" (and {len(workaround['unresolved_foreign_keys']) - 1} more); see README.",
         ]
+    lines += render_fairness(result)
     if result["errors"]:
         lines.append(f"  WARNING: {len(result['errors'])} problems; see the JSON file.")
     return "\n".join(lines)
+
+
+def render_fairness(result: dict[str, Any]) -> list[str]:
+    plan, fair = result["plan"], result.get("fairness")
+    if not fair:
+        return []
+    lines = [
+        "",
+        f"  Fairness: the same steady phase ({plan['steady_rate']:g}/s), alone and while a "
+        f"receiver that answers in {plan['slow_seconds']:g} s",
+        f"  has {plan['backlog']} notifications queued (one URL, at most 4 in flight):",
+        "",
+        f"  {'accepted->notified':<26}{'unit':>5}{'alone':>10}{'behind':>10}{'behind/alone':>14}",
+    ]
+    for name, pair in fair["percentiles_ms"].items():
+        alone, behind = pair["alone"], pair["behind_backlog"]
+        ratio = f"{behind / alone:.2f}" if alone else "n/a"
+        lines.append(f"  {name:<26}{'ms':>5}{alone:>10.2f}{behind:>10.2f}{ratio:>14}")
+    outcomes = ", ".join(f"{k} {v:.0f}" for k, v in sorted(fair["jobs_by_outcome"].items()))
+    lines += [
+        "",
+        f"  Jobs the broker carried in that phase: {fair['jobs']:.0f} for "
+        f"{fair['deliveries_with_jobs']} deliveries ({fair['jobs_per_delivery']:.2f} each; "
+        f"{outcomes}).",
+        f"  The slow receiver answered {fair['slow_answered']} meanwhile; the backlog's first jobs "
+        f"had all run {fair['backlog_settled_seconds']:.1f} s after its first send.",
+    ]
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,8 @@
     python -m bench.receiver --port <port>
 
 It speaks just enough HTTP/1.1 (keep-alive, ``Content-Length`` bodies) on asyncio (uvloop when
-installed) to answer every ``POST`` with ``204 No Content`` at once, and records each arrival:
+installed) to answer every ``POST`` with ``204 No Content`` at once (or, with ``--delay S``, S
+seconds later: a slow receiver, without holding a thread per request), and records each arrival:
 the wall-clock time (``time.time()``, so it can be compared with the database's stamps), the
 path, the three ``webhook-*`` headers and the raw body. Nothing is verified while receiving; the
 benchmark checks the signatures afterwards.
@@ -35,8 +36,9 @@ HEADERS = ("webhook-id", "webhook-timestamp", "webhook-signature")
 
 
 class _Connection(asyncio.Protocol):
-    def __init__(self, arrivals: list[list[Any]]) -> None:
+    def __init__(self, arrivals: list[list[Any]], delay: float = 0.0) -> None:
         self.arrivals = arrivals
+        self.delay = delay
         self.buffer = bytearray()
         self.transport: asyncio.Transport | None = None
 
@@ -64,12 +66,19 @@ class _Connection(asyncio.Protocol):
             assert self.transport is not None
             if method == "POST":
                 self.arrivals.append([arrived, path, *(headers.get(h) for h in HEADERS), body])
-                self.transport.write(NO_CONTENT)
+                if self.delay:
+                    asyncio.get_running_loop().call_later(self.delay, self._answer_late)
+                else:
+                    self.transport.write(NO_CONTENT)
             else:
                 self.transport.write(self._control(path))
             if headers.get("connection", "").lower() == "close":
                 self.transport.close()
                 return
+
+    def _answer_late(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(NO_CONTENT)
 
     def _control(self, path: str) -> bytes:
         if path == "/_count":
@@ -88,11 +97,11 @@ class _Connection(asyncio.Protocol):
         )
 
 
-async def _serve(port: int) -> None:
+async def _serve(port: int, delay: float) -> None:
     arrivals: list[list[Any]] = []
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
-        lambda: _Connection(arrivals), "127.0.0.1", port, backlog=1024
+        lambda: _Connection(arrivals, delay), "127.0.0.1", port, backlog=1024
     )
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -104,13 +113,14 @@ async def _serve(port: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.receiver")
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before each answer")
     args = parser.parse_args()
     try:
         import uvloop
     except ImportError:
-        asyncio.run(_serve(args.port))
+        asyncio.run(_serve(args.port, args.delay))
     else:
-        uvloop.run(_serve(args.port))
+        uvloop.run(_serve(args.port, args.delay))
 
 
 # --- the benchmark's handle on it ----------------------------------------------------------
@@ -129,8 +139,9 @@ class Arrival:
 class ReceiverProcess:
     """``python -m bench.receiver`` on 127.0.0.1 and a free port; a subprocess of ours."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, delay: float = 0.0) -> None:
         self.port = port
+        self.delay = delay
         self.proc: subprocess.Popen[bytes] | None = None
         self._log = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed in stop())
             prefix="bench-receiver-", suffix=".log", delete=False
@@ -143,7 +154,14 @@ class ReceiverProcess:
 
     def start(self, cwd: Path, timeout: float = 15.0) -> ReceiverProcess:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.receiver", "--port", str(self.port)],
+            [
+                sys.executable,
+                "-m",
+                "bench.receiver",
+                "--port",
+                str(self.port),
+                *(["--delay", str(self.delay)] if self.delay else []),
+            ],
             cwd=cwd,
             stdout=self._log,
             stderr=subprocess.STDOUT,

@@ -18,6 +18,10 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 PositiveSeconds = Annotated[float, Field(gt=0)]
 
+# An in-flight slot (a lease) outlives the attempt timeout by this much: name resolution and
+# signing happen inside the slot too, before the request's own timeout starts.
+LEASE_MARGIN_SECONDS = 2.0
+
 
 def default_database_url() -> str:
     """The embedded default: a SQLite file in the user's data directory."""
@@ -106,6 +110,10 @@ class Settings(BaseSettings):
     renotify_interval_seconds: PositiveSeconds = 30.0
     renotify_batch_size: int = Field(default=500, ge=1)
     webhook_max_in_flight_per_url: int = Field(default=4, ge=1)
+    # An attempt's claim on its delivery lasts the timeout plus this; a claim that runs out
+    # unrecorded belongs to a worker that died (a `worker_lost` attempt). It must cover the
+    # in-flight slot's margin and recording the attempt (SQLite may wait its busy timeout).
+    webhook_claim_margin_seconds: float = Field(default=30.0, ge=LEASE_MARGIN_SECONDS)
     webhook_rotation_overlap_seconds: PositiveSeconds = 86_400.0
     broker_visibility_timeout_seconds: int = Field(default=3_600, ge=60)
     embedded_workers: int = Field(default=8, ge=1, le=256)
@@ -197,6 +205,17 @@ class Settings(BaseSettings):
         if self.metrics_public or self.environment != "production":
             return "open"
         return "closed"
+
+    @property
+    def claim_seconds(self) -> float:
+        """How long one attempt's claim on its delivery lasts."""
+        return self.webhook_timeout_seconds + self.webhook_claim_margin_seconds
+
+    @property
+    def inflight_lease_seconds(self) -> float:
+        """How long an in-flight slot of a URL lasts unless released: a worker killed mid-attempt
+        gives its slots back this long after it took them, whatever the traffic."""
+        return self.webhook_timeout_seconds + LEASE_MARGIN_SECONDS
 
     @property
     def is_sqlite(self) -> bool:

@@ -30,11 +30,13 @@ SWEEP_QUEUE = "sweep"
 
 @dataclass(frozen=True)
 class Job:
-    """What a publish carries: which delivery, which publish of it, and why."""
+    """What a publish carries: which delivery, which publish of it, and why. ``retry`` routes it
+    to the retry lane (the publish has had an attempt already); it is not part of the message."""
 
     delivery_id: str
     publish: int
     trigger: str = "publish"
+    retry: bool = False
 
     def as_args(self) -> list[Any]:
         return [self.delivery_id, self.publish, self.trigger]
@@ -42,7 +44,7 @@ class Job:
 
 class Publisher(Protocol):
     def publish(self, jobs: Sequence[Job]) -> None:
-        """Hand first attempts over; must not raise."""
+        """Hand jobs over, each on its lane; must not raise."""
 
     def later(self, job: Job, countdown: float, *, retry: bool) -> None:
         """Run ``job`` again after ``countdown`` seconds (on the retry lane when ``retry``)."""
@@ -113,7 +115,7 @@ class CeleryPublisher:
                 self._failed()
                 continue
             try:
-                self._send(job, NOTIFY_QUEUE, None)
+                self._send(job, RETRY_QUEUE if job.retry else NOTIFY_QUEUE, None)
             except Exception as exc:  # broker down: the renotify sweep will publish again
                 self._failed()
                 self._resume_at = time.monotonic() + self.PAUSE_AFTER_FAILURE

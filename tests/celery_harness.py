@@ -76,6 +76,7 @@ SHARED_SETTINGS = (
     "renotify_interval_seconds",
     "renotify_batch_size",
     "webhook_max_in_flight_per_url",
+    "webhook_claim_margin_seconds",
     "broker_visibility_timeout_seconds",
     "sqlite_busy_timeout_seconds",
     "summary_shown",

@@ -3,13 +3,15 @@ function the Celery task wraps, against real receivers on loopback."""
 
 from __future__ import annotations
 
+import math
 import time
+from datetime import datetime
 from typing import Any
 
 import pytest
 import standardwebhooks
 
-from tests.helpers import Api, attempt_waits
+from tests.helpers import Api, attempt_waits, metric_samples
 from tests.receivers import FAST, always, fail_then_ok, receiver
 
 
@@ -63,3 +65,55 @@ def test_receiver_failing_twice_is_retried_then_notified(api: Api) -> None:
     waits = attempt_waits(detail)
     assert 0.15 <= waits[0] <= 1.0 and 0.3 <= waits[1] <= 1.5, waits
     assert len({r.headers["webhook-id"] for r in requests}) == 1
+
+
+@pytest.mark.parametrize(
+    "settings_overrides", [{**FAST, "webhook_timeout_seconds": 5, "publish_lost_seconds": 30}]
+)
+def test_a_slow_receivers_backlog_does_not_delay_a_healthy_one(api: Api) -> None:
+    """The embedded dispatcher, same shape as the Celery fairness test, smaller: 100
+    notifications queued for a receiver that answers in 1 s (cap 4 in flight), then a healthy
+    receiver's notifications go out promptly (p90 accepted→notified under 250 ms), and the
+    dispatcher runs about one job per notification (``inbots_notify_jobs_total``), not one every
+    half second for each waiting delivery."""
+
+    def slow(_n: int) -> tuple[int, bytes]:
+        time.sleep(1.0)
+        return 200, b"ok"
+
+    def jobs_run() -> float:
+        samples = metric_samples(api.client.get("/metrics").text)
+        return sum(v for (name, _), v in samples.items() if name == "inbots_notify_jobs_total")
+
+    before = jobs_run()
+    with receiver(slow) as slow_hook, receiver(always(200)) as healthy:
+        names = [f"slow-{i}" for i in range(10)]
+        for name in names:
+            api.ok("POST", "/agents", 201, json={"name": name, "webhook_url": slow_hook.url})
+        api.ok("POST", "/agents", 201, json={"name": "healthy", "webhook_url": healthy.url})
+        sender = api.agent("sender")
+        backlog = sender.open_thread("Backlog", names)["id"]
+        fast = sender.open_thread("Fast", ["healthy"])["id"]
+        for i in range(10):
+            sender.send(backlog, f"backlog {i}")
+        deadline = time.monotonic() + 20
+        while jobs_run() - before < 100 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        ids = []
+        for i in range(20):
+            ids.append(sender.send(fast, f"fast {i}")["deliveries"][0]["id"])
+            time.sleep(0.15)
+        receipts = [wait_state(api, d, "notified") for d in ids]
+        jobs = jobs_run() - before
+
+    latencies = sorted(
+        (_at(r["notified_at"]) - _at(r["accepted_at"])) * 1000 for r in receipts if r["notified_at"]
+    )
+    assert len(latencies) == len(ids), receipts
+    p90 = latencies[math.ceil(0.9 * len(latencies)) - 1]
+    assert p90 < 250, f"healthy p90 {p90:.0f} ms behind the backlog: {latencies}"
+    assert jobs <= 2 * (100 + len(ids)), f"{jobs:.0f} jobs for {100 + len(ids)} notifications"
+
+
+def _at(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()

@@ -45,7 +45,7 @@ def build_hooks(
             db,
             settings,
             make_client(settings),
-            LocalLimiter(settings.webhook_max_in_flight_per_url),
+            LocalLimiter(settings.webhook_max_in_flight_per_url, settings.inflight_lease_seconds),
         )
         dispatcher = LocalDispatcher(engine)
         hooks = Hooks(publisher=dispatcher)

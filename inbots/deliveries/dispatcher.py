@@ -1,6 +1,7 @@
 """The embedded default's broker: the same :func:`notify` and :func:`sweep` the Celery tasks wrap,
 reached through two thread pools (first attempts, and retries, so a dead receiver's retries never
-queue in front of new mail) and a timer for countdowns and the renotify schedule.
+queue in front of new mail) and a timer for countdowns and the renotify schedule. Jobs a notify
+run wakes (parked deliveries whose URL has a slot free again) go to the pool of their lane.
 
 Jobs live in memory only. That is safe because the database is the source of truth: after a
 restart the renotify sweep finds every publish that was in flight and publishes it again.
@@ -41,7 +42,7 @@ class LocalDispatcher:
     # Publisher -----------------------------------------------------------------------------
     def publish(self, jobs: Sequence[Job]) -> None:
         for job in jobs:
-            self._submit(job, retry=False)
+            self._submit(job, retry=job.retry)
 
     def later(self, job: Job, countdown: float, *, retry: bool) -> None:
         self._at(countdown, lambda: self._submit(job, retry=retry))
@@ -76,12 +77,13 @@ class LocalDispatcher:
                 extra={"delivery_id": job.delivery_id},
             )
             return
+        self.publish(result.wake)  # parked deliveries whose URL has a slot free again
         if result.countdown is not None:
             self.later(job, result.countdown, retry=retry or result.outcome == "retry")
 
     def _sweep(self) -> None:
         try:
-            sweep(self.engine.db, self.engine.settings, self.publish)
+            sweep(self.engine.db, self.engine.settings, self.publish, limiter=self.engine.limiter)
             self.sweeps += 1
         except Exception:
             log.exception("renotify sweep failed")

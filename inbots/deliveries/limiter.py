@@ -1,79 +1,137 @@
-"""A cap on webhook requests in flight per URL, so one dead receiver cannot occupy every worker.
+"""A cap on webhook requests in flight per URL, so one slow or dead receiver cannot occupy every
+worker.
 
-``acquire`` never blocks: when the cap is reached the caller re-schedules its job a moment later
-and the worker slot goes to someone else. The Redis version is shared by every worker process;
-its counters expire, so a killed worker cannot hold a slot for long.
+Each slot is a **lease**: held from :meth:`Limiter.acquire` until :meth:`Limiter.release`, or
+until it expires by itself ``ttl`` seconds after it was taken (``Settings.inflight_lease_seconds``:
+the attempt timeout plus a small margin), whichever comes first. A worker killed mid-attempt never
+releases, and its slots come back when their own leases run out; nothing another caller does
+(acquiring, being refused) extends them.
+
+``acquire`` never blocks: when the URL is at its cap the caller parks its delivery
+(:mod:`inbots.deliveries.parking`) and the worker goes on to other work. ``free`` tells whoever
+might wake a parked delivery whether a slot is there for it.
+
+The Redis version is shared by every worker process: one sorted set per URL, member = lease id,
+score = expiry in Redis's own clock (so the workers' clocks do not matter); acquiring drops the
+expired leases, counts and adds in one script. The local version, for the embedded default, keeps
+the same leases in memory.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
-from collections import defaultdict
+import time
+import uuid
 from typing import Any, Protocol
 
 
 class Limiter(Protocol):
-    def acquire(self, key: str) -> bool: ...
+    def acquire(self, key: str) -> str | None:
+        """A lease on one of ``key``'s slots (its id), or ``None`` when all are taken."""
 
-    def release(self, key: str) -> None: ...
+    def release(self, key: str, lease: str) -> None:
+        """Give the lease back (nothing happens if it already expired)."""
+
+    def free(self, key: str) -> int:
+        """How many of ``key``'s slots are free now."""
 
 
 def url_key(url: str) -> str:
     return hashlib.sha256(url.encode()).hexdigest()[:32]
 
 
+def new_lease() -> str:
+    return uuid.uuid4().hex
+
+
 class LocalLimiter:
-    def __init__(self, cap: int) -> None:
+    """Leases in this process's memory (the embedded default: one process sends everything)."""
+
+    def __init__(self, cap: int, ttl_seconds: float) -> None:
         self.cap = cap
+        self.ttl = ttl_seconds
         self._lock = threading.Lock()
-        self._counts: dict[str, int] = defaultdict(int)
+        self._leases: dict[str, dict[str, float]] = {}  # key -> lease -> expiry (monotonic)
 
-    def acquire(self, key: str) -> bool:
+    def _live(self, key: str, now: float) -> dict[str, float]:
+        leases = self._leases.get(key, {})
+        for lease in [lease for lease, until in leases.items() if until <= now]:
+            del leases[lease]
+        return leases
+
+    def acquire(self, key: str) -> str | None:
         with self._lock:
-            if self._counts[key] >= self.cap:
-                return False
-            self._counts[key] += 1
-            return True
+            now = time.monotonic()
+            leases = self._live(key, now)
+            if len(leases) >= self.cap:
+                return None
+            lease = new_lease()
+            leases[lease] = now + self.ttl
+            self._leases[key] = leases
+            return lease
 
-    def release(self, key: str) -> None:
+    def release(self, key: str, lease: str) -> None:
         with self._lock:
-            self._counts[key] = max(0, self._counts[key] - 1)
-            if not self._counts[key]:
-                del self._counts[key]
+            leases = self._leases.get(key)
+            if leases is not None:
+                leases.pop(lease, None)
+                if not leases:
+                    del self._leases[key]
+
+    def free(self, key: str) -> int:
+        with self._lock:
+            return max(0, self.cap - len(self._live(key, time.monotonic())))
 
 
-# The expiry is renewed only by a successful acquire: slots leaked by a killed worker then free
-# themselves TTL seconds after the last success, however often refused callers come back.
-_ACQUIRE = """
-local n = redis.call('INCR', KEYS[1])
-if n > tonumber(ARGV[1]) then
-  redis.call('DECR', KEYS[1])
+# KEYS[1]: the URL's leases; ARGV: cap, lease milliseconds, lease id. The key itself expires
+# with its newest lease, so an idle URL leaves nothing behind.
+_NOW_AND_PRUNE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+"""
+_ACQUIRE = (
+    _NOW_AND_PRUNE
+    + """
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
   return 0
 end
-redis.call('EXPIRE', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 """
-_RELEASE = """
-local n = redis.call('DECR', KEYS[1])
-if n <= 0 then redis.call('DEL', KEYS[1]) end
-return n
+)
+_FREE = (
+    _NOW_AND_PRUNE
+    + """
+return tonumber(ARGV[1]) - redis.call('ZCARD', KEYS[1])
 """
+)
 
 
 class RedisLimiter:
-    def __init__(self, client: Any, cap: int, ttl_seconds: int) -> None:
+    """Leases in Redis, shared by every worker process (Redis 5 or newer: the scripts read the
+    server's clock before they write)."""
+
+    def __init__(self, client: Any, cap: int, ttl_seconds: float) -> None:
         self.client = client
         self.cap = cap
-        self.ttl = max(1, ttl_seconds)
+        self.ttl_ms = max(1, int(ttl_seconds * 1000))
         self._acquire = client.register_script(_ACQUIRE)
-        self._release = client.register_script(_RELEASE)
+        self._free = client.register_script(_FREE)
 
-    def _name(self, key: str) -> str:
-        return f"inbots:inflight:{key}"
+    @staticmethod
+    def name(key: str) -> str:
+        return f"inbots:leases:{key}"
 
-    def acquire(self, key: str) -> bool:
-        return bool(self._acquire(keys=[self._name(key)], args=[self.cap, self.ttl]))
+    def acquire(self, key: str) -> str | None:
+        lease = new_lease()
+        got = self._acquire(keys=[self.name(key)], args=[self.cap, self.ttl_ms, lease])
+        return lease if got else None
 
-    def release(self, key: str) -> None:
-        self._release(keys=[self._name(key)])
+    def release(self, key: str, lease: str) -> None:
+        self.client.zrem(self.name(key), lease)
+
+    def free(self, key: str) -> int:
+        return max(0, int(self._free(keys=[self.name(key)], args=[self.cap])))

@@ -9,7 +9,7 @@ from inbots.db.base import Base, UTCDateTime
 
 _REPUBLISH = (
     "publish_count > 0 AND notified_at IS NULL AND failed_at IS NULL AND acknowledged_at IS NULL"
-    " AND thread_closed_at IS NULL"
+    " AND thread_closed_at IS NULL AND parked_key IS NULL"
 )
 _STALL = (
     "acknowledged_at IS NULL AND failed_at IS NULL"
@@ -55,6 +55,14 @@ class Delivery(Base):
             sqlite_where=text(_STALL),
             postgresql_where=text(_STALL),
         ),
+        # Deliveries waiting for an in-flight slot of their URL, oldest first (parking.py).
+        Index(
+            "ix_deliveries_parked",
+            "parked_key",
+            "parked_at",
+            sqlite_where=text("parked_key IS NOT NULL"),
+            postgresql_where=text("parked_key IS NOT NULL"),
+        ),
         Index(
             "ix_deliveries_stalled",
             "workspace_id",
@@ -87,6 +95,15 @@ class Delivery(Base):
     # The thread's close, copied here when it happens (threads.service.close_thread): the sweep's
     # partial indexes leave these rows out, so closed-thread history costs a sweep nothing.
     thread_closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # Waiting for an in-flight slot of its URL (the URL's cap was full when its job ran): the
+    # URL's key and since when. While parked no job for it exists anywhere; whoever frees a slot
+    # of that URL publishes the job again (parking.py), and the sweep's republish index leaves
+    # the row out.
+    parked_key: Mapped[str | None] = mapped_column(String(32))
+    parked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # The trigger of the job that last claimed or parked it (publish, renotify, redeliver): what
+    # a woken job is rebuilt with, and what a lost attempt is logged with.
+    job_trigger: Mapped[str | None] = mapped_column(String(16))
 
     publish_count: Mapped[int] = mapped_column(Integer, default=0)
     last_published_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

@@ -4,14 +4,21 @@ embedded dispatcher both call :func:`notify`; neither holds any logic of its own
 The attempt runs in three steps so no transaction is open during the HTTP call:
 
 1. **claim** (short transaction): re-read the delivery and return early when the work is done or
-   no longer wanted; otherwise mark it claimed for one attempt's worth of time, so a duplicate
-   task cannot send alongside;
+   no longer wanted; otherwise take a lease on one of the URL's in-flight slots and mark the
+   delivery claimed for one attempt's worth of time, so a duplicate job cannot send alongside.
+   When the URL has no free slot the delivery is **parked** instead (:mod:`.parking`) and the job
+   ends: it is published again when a slot frees, not every so often to ask;
 2. **send**: resolve and check the target again, sign afresh, POST with httpx (no redirects, no
-   proxies, the configured timeout) to the very address that was checked;
-3. **record** (short transaction): write the attempt row, release the claim, and stamp
-   ``notified_at``, schedule a retry (``next_attempt_at``) or stamp ``failed_at``.
+   proxies, the configured timeout) to the very address that was checked; then give the slot
+   back;
+3. **record** (short transaction): write the attempt row, release the claim, stamp
+   ``notified_at``, schedule a retry (``next_attempt_at``) or stamp ``failed_at``, and wake the
+   oldest delivery parked on the URL for the slot just freed.
 
-"Give up?" counts the attempt rows of the current publish, never a broker retry counter.
+A claim that ran out without its attempt being recorded belongs to a worker that died mid-attempt:
+whoever finds it next (a job for the delivery, the renotify sweep, a redeliver) logs that attempt
+as ``worker_lost``, and it counts like any other. "Give up?" counts the attempt rows of the
+current publish, never a broker retry counter.
 """
 
 from __future__ import annotations
@@ -21,13 +28,13 @@ import logging
 import random
 import ssl
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
 from sqlalchemy import bindparam, func, insert, select, update
-from sqlalchemy.orm import aliased
+from sqlalchemy.orm import Session, aliased
 
 from inbots import __version__
 from inbots.agents.models import Agent
@@ -36,6 +43,7 @@ from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
 from inbots.deliveries.limiter import Limiter, url_key
 from inbots.deliveries.models import Delivery, DeliveryAttempt
+from inbots.deliveries.parking import park, unpark, wake
 from inbots.jobs import Job
 from inbots.kit.clock import rfc3339, utcnow
 from inbots.kit.ids import new_id
@@ -49,19 +57,22 @@ log = logging.getLogger(__name__)
 
 USER_AGENT = f"Inbots-Webhooks/{__version__}"
 EXCERPT_BYTES = 1024
-BUSY_RETRY_SECONDS = 0.5
+WORKER_LOST = "worker_lost"
 
 TRIGGERS = ("publish", "retry", "renotify", "redeliver")
 
 
 @dataclass(frozen=True)
 class Result:
-    """``outcome``: notified, retry, failed, skipped or busy. ``countdown``: run the job again
-    after this many seconds (retry, or busy: another attempt or the URL's cap is in the way)."""
+    """``outcome``: notified, retry, failed, skipped, parked or busy. ``countdown``: run the job
+    again after this many seconds (retry; busy: another attempt holds the delivery, or its retry
+    is due later). ``wake``: jobs of parked deliveries to publish now, a slot of their URL being
+    free (each on its lane)."""
 
     outcome: str
     countdown: float | None = None
     reason: str | None = None
+    wake: tuple[Job, ...] = ()
 
 
 @dataclass
@@ -96,6 +107,13 @@ class _Claim:
     accepted_at: datetime
     message_id: str
     thread_id: str
+    key: str  # the URL's, for the in-flight cap
+    lease: str  # the slot this attempt holds
+
+
+@dataclass
+class _Parked:
+    key: str
 
 
 def attempts_allowed(settings: Settings) -> int:
@@ -122,64 +140,147 @@ _ATTEMPTS_SO_FAR = select(
 ).where(DeliveryAttempt.delivery_id == bindparam("delivery_id"))
 
 
-def _claim(engine: Engine, job: Job, now: datetime) -> _Claim | Result:
+def record_lost_attempt(session: Session, settings: Settings, delivery: Any, url: str) -> int:
+    """Log the attempt of a claim that ran out unrecorded (its worker died mid-attempt) as
+    ``worker_lost``, for the current publish, and return how many attempts that publish has now.
+    ``delivery``: a row with ``id``, ``publish_count``, ``claimed_until`` and ``job_trigger``.
+    The caller clears the claim in the same transaction."""
+    params = {"delivery_id": delivery.id, "publish": delivery.publish_count}
+    total, so_far, _ = session.execute(_ATTEMPTS_SO_FAR, params).one()
+    started = delivery.claimed_until - timedelta(seconds=settings.claim_seconds)
+    session.execute(
+        insert(DeliveryAttempt),
+        {
+            "id": new_id("att"),
+            "delivery_id": delivery.id,
+            "number": int(total) + 1,
+            "publish": delivery.publish_count,
+            "trigger": "retry" if so_far else (delivery.job_trigger or "publish"),
+            "url": url,
+            "started_at": started,
+            "duration_ms": None,
+            "status_code": None,
+            "reason": WORKER_LOST,
+            "response_excerpt": (
+                "no outcome: the worker making this attempt stopped before recording it; its "
+                f"claim ran out at {rfc3339(delivery.claimed_until)}"
+            ),
+        },
+    )
+    metrics.observe_attempt(WORKER_LOST, None, None, "lost")
+    log.warning(
+        "webhook attempt %s: %s",
+        int(total) + 1,
+        WORKER_LOST,
+        extra={"delivery_id": delivery.id, "reason": WORKER_LOST},
+    )
+    return int(so_far) + 1
+
+
+def _claim(engine: Engine, job: Job, now: datetime) -> _Claim | _Parked | Result:
+    key, lease = "", None
+    try:
+        with unit_of_work(engine.db) as uow:
+            claimed = _claim_in(uow, engine, job, now)
+            if isinstance(claimed, _Claim):
+                key, lease = claimed.key, claimed.lease
+            return claimed
+    except BaseException:
+        if lease is not None:  # taken, but the claim did not commit
+            _release(engine, key, lease)
+        raise
+
+
+def _claim_in(uow: Any, engine: Engine, job: Job, now: datetime) -> _Claim | _Parked | Result:
     s = engine.settings
-    with unit_of_work(engine.db) as uow:
-        session = uow.session
-        row = session.execute(_CLAIM_READ, {"delivery_id": job.delivery_id}).first()
-        if row is None:
-            return Result("skipped", reason="no such delivery")
-        delivery, thread_status, thread_title, recipient, message, sender = row
-        if job.publish != delivery.publish_count:
-            return Result("skipped", reason="superseded by a later publish")
-        if thread_status == CLOSED:
-            return Result("skipped", reason="thread closed")
-        if job.trigger != "redeliver" and (
-            delivery.notified_at or delivery.failed_at or delivery.acknowledged_at
-        ):
-            return Result("skipped", reason="already notified, failed or acknowledged")
-        if not recipient.webhook_url or not recipient.webhook_secret:
-            return Result("skipped", reason="recipient has no webhook")
-        total, attempts_so_far, succeeded = session.execute(
-            _ATTEMPTS_SO_FAR, {"delivery_id": delivery.id, "publish": job.publish}
-        ).one()
-        if succeeded or attempts_so_far >= attempts_allowed(s):
-            return Result("skipped", reason="this publish is finished")
-        if delivery.claimed_until is not None and delivery.claimed_until > now:
-            return Result("busy", countdown=BUSY_RETRY_SECONDS, reason="another attempt is running")
-        if delivery.next_attempt_at is not None and delivery.next_attempt_at > now + timedelta(
-            seconds=0.05
-        ):
-            # A retry of this publish is scheduled later: this job is early (a duplicate).
-            wait = (delivery.next_attempt_at - now).total_seconds()
-            return Result("busy", countdown=wait, reason="retry scheduled later")
-        delivery.claimed_until = now + timedelta(seconds=s.webhook_timeout_seconds + 30)
-        delivery.next_attempt_at = None
-        secrets = [recipient.webhook_secret]
-        if (
-            recipient.webhook_previous_secret
-            and recipient.webhook_previous_secret_expires_at
-            and recipient.webhook_previous_secret_expires_at > now
-        ):
-            secrets.append(recipient.webhook_previous_secret)
-        payload = notification_body(
-            delivery,
-            message,
-            thread_title=thread_title,
-            sender=sender or "",
-            recipient=recipient.username,
-            shown=s.summary_shown,
+    session = uow.session
+    row = session.execute(_CLAIM_READ, {"delivery_id": job.delivery_id}).first()
+    if row is None:
+        return Result("skipped", reason="no such delivery")
+    delivery, thread_status, thread_title, recipient, message, sender = row
+    lost = delivery.claimed_until is not None and delivery.claimed_until <= now
+    if lost:
+        record_lost_attempt(session, s, delivery, recipient.webhook_url or "")
+        delivery.claimed_until = None
+    if job.publish != delivery.publish_count:
+        return Result("skipped", reason="superseded by a later publish")
+    skip = None
+    if thread_status == CLOSED:
+        skip = "thread closed"
+    elif job.trigger != "redeliver" and (
+        delivery.notified_at or delivery.failed_at or delivery.acknowledged_at
+    ):
+        skip = "already notified, failed or acknowledged"
+    elif not recipient.webhook_url or not recipient.webhook_secret:
+        skip = "recipient has no webhook"
+    if skip:
+        unpark(delivery)
+        return Result("skipped", reason=skip)
+    total, attempts_so_far, succeeded = session.execute(
+        _ATTEMPTS_SO_FAR, {"delivery_id": delivery.id, "publish": job.publish}
+    ).one()
+    if succeeded or attempts_so_far >= attempts_allowed(s):
+        unpark(delivery)
+        if lost and not succeeded:  # the lost attempt was this publish's last
+            _fail(
+                uow,
+                delivery.id,
+                f"webhook attempts exhausted ({attempts_so_far}; last: {WORKER_LOST})",
+            )
+            metrics.DELIVERIES_FAILED.labels("attempts_exhausted").inc()
+            return Result("failed", reason=WORKER_LOST)
+        return Result("skipped", reason="this publish is finished")
+    if delivery.claimed_until is not None and delivery.claimed_until > now:
+        # A duplicate job: come back when that attempt must have ended (its slot's lease ran
+        # out), and if it is still claimed then, when the claim runs out (by then the attempt is
+        # recorded, or its worker died and this job makes the next one) — never every so often.
+        ended = delivery.claimed_until - timedelta(
+            seconds=s.claim_seconds - s.inflight_lease_seconds
         )
-        return _Claim(
-            recipient.webhook_url,
-            secrets,
-            payload,
-            int(attempts_so_far),
-            int(total) + 1,
-            delivery.accepted_at,
-            delivery.message_id,
-            delivery.thread_id,
-        )
+        wait = ((ended if ended > now else delivery.claimed_until) - now).total_seconds()
+        return Result("busy", countdown=wait + 0.05, reason="another attempt is running")
+    if delivery.next_attempt_at is not None and delivery.next_attempt_at > now + timedelta(
+        seconds=0.05
+    ):
+        # A retry of this publish is scheduled later: this job is early (a duplicate).
+        wait = (delivery.next_attempt_at - now).total_seconds()
+        return Result("busy", countdown=wait, reason="retry scheduled later")
+    secrets = [recipient.webhook_secret]
+    if (
+        recipient.webhook_previous_secret
+        and recipient.webhook_previous_secret_expires_at
+        and recipient.webhook_previous_secret_expires_at > now
+    ):
+        secrets.append(recipient.webhook_previous_secret)
+    payload = notification_body(
+        delivery,
+        message,
+        thread_title=thread_title,
+        sender=sender or "",
+        recipient=recipient.username,
+        shown=s.summary_shown,
+    )
+    key = url_key(recipient.webhook_url)
+    delivery.job_trigger = job.trigger
+    lease = engine.limiter.acquire(key)  # the last step that can fail before the commit
+    if lease is None:
+        park(delivery, key, now)
+        return _Parked(key)
+    delivery.claimed_until = now + timedelta(seconds=s.claim_seconds)
+    delivery.next_attempt_at = None
+    unpark(delivery)
+    return _Claim(
+        recipient.webhook_url,
+        secrets,
+        payload,
+        int(attempts_so_far),
+        int(total) + 1,
+        delivery.accepted_at,
+        delivery.message_id,
+        delivery.thread_id,
+        key,
+        lease,
+    )
 
 
 def notification_body(
@@ -297,46 +398,58 @@ def retry_delay(settings: Settings, attempts_made: int) -> float:
 
 
 def _record(engine: Engine, job: Job, claim: _Claim, sent: _Sent) -> Result:
+    with unit_of_work(engine.db) as uow:
+        result = _settle(uow, engine.settings, job, claim, sent)
+        # The slot this attempt held is free: hand it to the oldest delivery parked on the URL,
+        # and, when there was one, any other free slot too (leases of a dead worker expire with
+        # nobody releasing them).
+        woken = wake(uow.session, claim.key, 1, utcnow())
+        if woken:
+            more = _free(engine, claim.key) - 1
+            if more > 0:
+                woken += wake(uow.session, claim.key, more, utcnow())
+    return replace(result, wake=tuple(woken))
+
+
+def _settle(uow: Any, s: Settings, job: Job, claim: _Claim, sent: _Sent) -> Result:
     from inbots.deliveries.service import stamp
 
-    s = engine.settings
     made = claim.attempts_so_far + 1
-    with unit_of_work(engine.db) as uow:
-        session = uow.session
-        session.execute(  # an INSERT of one row, without the unit of work's flush machinery
-            insert(DeliveryAttempt),
-            {
-                "id": new_id("att"),
-                "delivery_id": job.delivery_id,
-                "number": claim.number,
-                "publish": job.publish,
-                "trigger": job.trigger if claim.attempts_so_far == 0 else "retry",
-                "url": claim.url,
-                "started_at": sent.started_at,
-                "duration_ms": sent.duration_ms,
-                "status_code": sent.status_code,
-                "reason": sent.reason,
-                "response_excerpt": sent.excerpt,
-            },
-        )
-        release = update(Delivery).where(Delivery.id == job.delivery_id)
-        if sent.reason == "ok":
-            session.execute(release.values(claimed_until=None, next_attempt_at=None))
-            stamp(uow, "notified_at", Delivery.id == job.delivery_id)
-            return Result("notified")
-        if sent.reason == "gone":
-            session.execute(release.values(claimed_until=None, next_attempt_at=None))
-            _fail(uow, job.delivery_id, "the webhook answered 410 Gone")
-            return Result("failed", reason="gone")
-        if made >= attempts_allowed(s):
-            session.execute(release.values(claimed_until=None, next_attempt_at=None))
-            _fail(uow, job.delivery_id, f"webhook attempts exhausted ({made}; last: {sent.reason})")
-            return Result("failed", reason=sent.reason)
-        delay = retry_delay(s, made)
-        session.execute(
-            release.values(claimed_until=None, next_attempt_at=utcnow() + timedelta(seconds=delay))
-        )
-        return Result("retry", countdown=delay, reason=sent.reason)
+    session = uow.session
+    session.execute(  # an INSERT of one row, without the unit of work's flush machinery
+        insert(DeliveryAttempt),
+        {
+            "id": new_id("att"),
+            "delivery_id": job.delivery_id,
+            "number": claim.number,
+            "publish": job.publish,
+            "trigger": job.trigger if claim.attempts_so_far == 0 else "retry",
+            "url": claim.url,
+            "started_at": sent.started_at,
+            "duration_ms": sent.duration_ms,
+            "status_code": sent.status_code,
+            "reason": sent.reason,
+            "response_excerpt": sent.excerpt,
+        },
+    )
+    release = update(Delivery).where(Delivery.id == job.delivery_id)
+    if sent.reason == "ok":
+        session.execute(release.values(claimed_until=None, next_attempt_at=None))
+        stamp(uow, "notified_at", Delivery.id == job.delivery_id)
+        return Result("notified")
+    if sent.reason == "gone":
+        session.execute(release.values(claimed_until=None, next_attempt_at=None))
+        _fail(uow, job.delivery_id, "the webhook answered 410 Gone")
+        return Result("failed", reason="gone")
+    if made >= attempts_allowed(s):
+        session.execute(release.values(claimed_until=None, next_attempt_at=None))
+        _fail(uow, job.delivery_id, f"webhook attempts exhausted ({made}; last: {sent.reason})")
+        return Result("failed", reason=sent.reason)
+    delay = retry_delay(s, made)
+    session.execute(
+        release.values(claimed_until=None, next_attempt_at=utcnow() + timedelta(seconds=delay))
+    )
+    return Result("retry", countdown=delay, reason=sent.reason)
 
 
 def _fail(uow: Any, delivery_id: str, reason: str) -> None:
@@ -347,33 +460,54 @@ def _fail(uow: Any, delivery_id: str, reason: str) -> None:
     )
 
 
-def _unclaim(engine: Engine, delivery_id: str) -> None:
+def _release(engine: Engine, key: str, lease: str) -> None:
+    try:
+        engine.limiter.release(key, lease)
+    except Exception as exc:  # the lease expires by itself; the attempt must still be recorded
+        log.warning("could not release the URL's slot: %s", type(exc).__name__)
+
+
+def _free(engine: Engine, key: str) -> int:
+    try:
+        return engine.limiter.free(key)
+    except Exception as exc:  # the sweep wakes what this could not
+        log.warning("could not count the URL's free slots: %s", type(exc).__name__)
+        return 0
+
+
+def _wake_if_free(engine: Engine, key: str) -> list[Job]:
+    """Just parked: if a slot came free meanwhile, its release may have looked for a parked
+    delivery before this one was in the line, so wake as many as there are free slots."""
+    free = _free(engine, key)
+    if free <= 0:
+        return []
     with unit_of_work(engine.db) as uow:
-        uow.session.execute(
-            update(Delivery)
-            .where(Delivery.id == delivery_id)
-            # Turned away by the URL's cap, the job is alive and will come back: say so, or the
-            # renotify sweep takes a long backlog for lost publishes.
-            .values(claimed_until=None, last_published_at=utcnow())
-        )
+        return wake(uow.session, key, free, utcnow())
 
 
 def notify(engine: Engine, job: Job) -> Result:
-    """Make the next attempt of ``job`` if it is still wanted; say what should happen next."""
+    """Make the next attempt of ``job`` if it is still wanted, or park it until its URL has a free
+    slot; say what should happen next (``Result``)."""
+    try:
+        result = _notify(engine, job)
+    except Exception:
+        metrics.observe_job("error")
+        raise
+    metrics.observe_job(result.outcome)
+    return result
+
+
+def _notify(engine: Engine, job: Job) -> Result:
     claim = _claim(engine, job, utcnow())
     if isinstance(claim, Result):
         return claim
-    key = url_key(claim.url)
-    if not engine.limiter.acquire(key):
-        _unclaim(engine, job.delivery_id)
-        return Result("busy", countdown=BUSY_RETRY_SECONDS, reason="URL at its in-flight cap")
+    if isinstance(claim, _Parked):
+        woken = _wake_if_free(engine, claim.key)
+        return Result("parked", reason="URL at its in-flight cap", wake=tuple(woken))
     try:
         sent = _send(engine, claim, job.delivery_id)
     finally:
-        try:
-            engine.limiter.release(key)
-        except Exception as exc:  # the counter expires by itself; the attempt must be recorded
-            log.warning("could not release the URL's slot: %s", type(exc).__name__)
+        _release(engine, claim.key, claim.lease)
     result = _record(engine, job, claim, sent)
     _observe(job, claim, sent, result)
     return result

@@ -4,9 +4,14 @@ in production, a timer in the embedded default).
 Each run, in bounded batches that claim their rows (``FOR UPDATE SKIP LOCKED`` on PostgreSQL;
 SQLite serialises writers), so two runs at once never act on the same row:
 
-- a webhook delivery whose publish was lost — not notified, not failed, not acknowledged, no
-  attempt running or retry scheduled, last published longer ago than the publish-lost window —
-  is published again, at most until ``publish_attempts`` publishes; then it is stamped failed;
+- a webhook delivery whose publish was lost — not notified, not failed, not acknowledged, not
+  parked, no attempt running or retry scheduled, last published longer ago than the publish-lost
+  window — is published again, at most until ``publish_attempts`` publishes; then it is stamped
+  failed. If it still carries a claim that ran out, the worker making that attempt died: the
+  attempt is logged as ``worker_lost`` first;
+- deliveries parked for an in-flight slot (:mod:`.parking`) are woken, as many per URL as that
+  URL has free slots: the safety net behind the wake-up that every released slot makes. Parking
+  is not a lost publish and costs no publish attempt, however long the line;
 - a delivery that is not acknowledged and not failed and has not moved for the stall threshold,
   with no stall stamp since it last moved, is stamped ``stalled_at``.
 
@@ -28,7 +33,10 @@ from inbots.agents.models import Agent
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
+from inbots.deliveries.limiter import Limiter
 from inbots.deliveries.models import Delivery
+from inbots.deliveries.notify import record_lost_attempt
+from inbots.deliveries.parking import parked_keys, wake
 from inbots.heartbeats import service as heartbeats
 from inbots.jobs import Job
 from inbots.kit.clock import utcnow
@@ -44,6 +52,8 @@ class SweepReport:
     republished: int = 0
     exhausted: int = 0
     stalled: int = 0
+    woken: int = 0
+    worker_lost: int = 0
 
 
 def lost_publishes(now: datetime, settings: Settings) -> list[object]:
@@ -54,17 +64,26 @@ def lost_publishes(now: datetime, settings: Settings) -> list[object]:
         Delivery.failed_at.is_(None),
         Delivery.acknowledged_at.is_(None),
         Delivery.thread_closed_at.is_(None),
+        Delivery.parked_key.is_(None),
         Delivery.last_published_at < now - timedelta(seconds=settings.publish_lost_seconds),
         or_(Delivery.next_attempt_at.is_(None), Delivery.next_attempt_at < now),
         or_(Delivery.claimed_until.is_(None), Delivery.claimed_until < now),
     ]
 
 
-def republish_batch(now: datetime, settings: Settings) -> Select[str, int]:
+def republish_batch(
+    now: datetime, settings: Settings
+) -> Select[str, int, datetime | None, str | None, str | None]:
     """One batch of lost publishes, oldest first, claimed (read through
     ``ix_deliveries_republish``)."""
     return (
-        select(Delivery.id, Delivery.publish_count)
+        select(
+            Delivery.id,
+            Delivery.publish_count,
+            Delivery.claimed_until,
+            Delivery.job_trigger,
+            Agent.webhook_url,
+        )
         .join(Agent, Agent.id == Delivery.recipient_id)
         .where(
             *lost_publishes(now, settings),  # type: ignore[arg-type]
@@ -95,30 +114,60 @@ def stall_batch(now: datetime, settings: Settings) -> Select[str]:
     )
 
 
-def _republish(db: Database, settings: Settings, now: datetime) -> tuple[list[Job], int]:
+def _republish(db: Database, settings: Settings, now: datetime) -> tuple[list[Job], int, int]:
     jobs: list[Job] = []
-    exhausted = 0
     with unit_of_work(db) as uow:
         rows = uow.session.execute(republish_batch(now, settings)).all()
-        give_up = [i for i, count in rows if count >= settings.publish_attempts]
-        again = [(i, count + 1) for i, count in rows if count < settings.publish_attempts]
+        lost = [row for row in rows if row.claimed_until is not None]  # ran out: see the query
+        for row in lost:
+            record_lost_attempt(uow.session, settings, row, row.webhook_url or "")
+        give_up = [row.id for row in rows if row.publish_count >= settings.publish_attempts]
+        again = [
+            (row.id, row.publish_count + 1)
+            for row in rows
+            if row.publish_count < settings.publish_attempts
+        ]
         if give_up:
             uow.session.execute(
                 update(Delivery)
                 .where(Delivery.id.in_(give_up), Delivery.failed_at.is_(None))
-                .values(failed_at=now, failure_reason=EXHAUSTED, next_attempt_at=None)
+                .values(
+                    failed_at=now,
+                    failure_reason=EXHAUSTED,
+                    next_attempt_at=None,
+                    claimed_until=None,
+                )
                 .execution_options(synchronize_session=False)
             )
-            exhausted = len(give_up)
         for delivery_id, publish in again:
             uow.session.execute(
                 update(Delivery)
                 .where(Delivery.id == delivery_id)
-                .values(publish_count=publish, last_published_at=now, next_attempt_at=None)
+                .values(
+                    publish_count=publish,
+                    last_published_at=now,
+                    next_attempt_at=None,
+                    claimed_until=None,
+                    parked_at=None,
+                )
                 .execution_options(synchronize_session=False)
             )
             jobs.append(Job(delivery_id, publish, "renotify"))
-    return jobs, exhausted
+    return jobs, len(give_up), len(lost)
+
+
+def _wake_parked(db: Database, settings: Settings, limiter: Limiter, now: datetime) -> list[Job]:
+    """For each URL with deliveries parked, wake as many as it has free slots (bounded by the
+    batch size in all)."""
+    with unit_of_work(db, readonly=True) as uow:
+        keys = parked_keys(uow.session, settings.renotify_batch_size)
+    jobs: list[Job] = []
+    for key in keys:
+        room = min(limiter.free(key), settings.renotify_batch_size - len(jobs))
+        if room > 0:
+            with unit_of_work(db) as uow:
+                jobs += wake(uow.session, key, room, now)
+    return jobs
 
 
 def _mark_stalled(db: Database, settings: Settings, now: datetime) -> int:
@@ -139,18 +188,31 @@ def sweep(
     settings: Settings,
     publish: Callable[[Sequence[Job]], None],
     now: datetime | None = None,
+    limiter: Limiter | None = None,
 ) -> SweepReport:
     """One renotify run, then its heartbeat. Publishing happens after the claiming transaction
-    commits."""
+    commits. Without a ``limiter`` (the URLs' in-flight slots) parked deliveries are left to the
+    wake-ups."""
     moment = now or utcnow()
-    jobs, exhausted = _republish(db, settings, moment)
+    jobs, exhausted, lost = _republish(db, settings, moment)
     if jobs:
         publish(jobs)
+    woken = _wake_parked(db, settings, limiter, moment) if limiter is not None else []
+    if woken:
+        publish(woken)
     stalled = _mark_stalled(db, settings, moment)
     with unit_of_work(db) as uow:  # the wall clock: when it ran, whatever ``now`` pretended
         heartbeats.beat(uow.session, heartbeats.RENOTIFY, utcnow())
-    report = SweepReport(republished=len(jobs), exhausted=exhausted, stalled=stalled)
-    metrics.observe_sweep(report.republished, report.exhausted, report.stalled)
-    if jobs or exhausted or stalled:
+    report = SweepReport(
+        republished=len(jobs),
+        exhausted=exhausted,
+        stalled=stalled,
+        woken=len(woken),
+        worker_lost=lost,
+    )
+    metrics.observe_sweep(
+        report.republished, report.exhausted, report.stalled, report.woken, report.worker_lost
+    )
+    if jobs or exhausted or stalled or woken or lost:
         log.info("renotify sweep", extra=asdict(report))
     return report

@@ -358,9 +358,19 @@ def redeliver(uow: UnitOfWork, caller: Caller, delivery_id: str) -> DeliveryRead
             f"Agent {recipient.username!r} has no webhook to notify; it sees this delivery when "
             "it checks its inbox."
         )
+    now = utcnow()
+    if delivery.claimed_until is not None and delivery.claimed_until <= now:
+        # The previous publish's attempt ran out unrecorded (its worker died): log it as such
+        # before that publish is left behind.
+        from inbots.deliveries.notify import record_lost_attempt
+
+        record_lost_attempt(uow.session, uow.settings, delivery, recipient.webhook_url)
+        delivery.claimed_until = None
     delivery.publish_count += 1
-    delivery.last_published_at = utcnow()
+    delivery.last_published_at = now
     delivery.next_attempt_at = None
+    delivery.parked_key = None  # the new publish's job parks again if the URL is still full
+    delivery.parked_at = None
     uow.session.flush()
     job = Job(delivery.id, delivery.publish_count, "redeliver")
     if uow.hooks is not None:

@@ -66,10 +66,17 @@ SIGNIN_FAILURES = Counter(
     " (throttled_address, throttled_deployment).",
     ["reason"],
 )
+NOTIFY_JOBS = Counter(
+    "inbots_notify_jobs",
+    "Notify jobs run (each one the broker carried, or the embedded dispatcher ran), by outcome: "
+    "notified, retry, failed, skipped, parked (the URL was at its cap), busy, error.",
+    ["outcome"],
+)
 RENOTIFY_RUNS = Counter("inbots_renotify_runs", "Renotify sweeps run.")
 RENOTIFY_ACTIONS = Counter(
     "inbots_renotify_actions",
-    "What renotify sweeps did: republished lost publishes, failed exhausted ones, marked stalls.",
+    "What renotify sweeps did: republished lost publishes, failed exhausted ones, marked stalls, "
+    "woke parked deliveries, logged attempts of workers that died.",
     ["action"],
 )
 
@@ -88,15 +95,23 @@ def observe_attempt(
         DELIVERIES_FAILED.labels("gone" if reason == "gone" else "attempts_exhausted").inc()
 
 
+def observe_job(outcome: str) -> None:
+    NOTIFY_JOBS.labels(outcome).inc()
+
+
 def observe_notified(accepted_at: datetime, now: datetime) -> None:
     NOTIFY_LATENCY.observe(max((now - accepted_at).total_seconds(), 0.0))
 
 
-def observe_sweep(republished: int, exhausted: int, stalled: int) -> None:
+def observe_sweep(
+    republished: int, exhausted: int, stalled: int, woken: int = 0, worker_lost: int = 0
+) -> None:
     RENOTIFY_RUNS.inc()
     RENOTIFY_ACTIONS.labels("republished").inc(republished)
     RENOTIFY_ACTIONS.labels("exhausted").inc(exhausted)
     RENOTIFY_ACTIONS.labels("stalled").inc(stalled)
+    RENOTIFY_ACTIONS.labels("woken").inc(woken)
+    RENOTIFY_ACTIONS.labels("worker_lost").inc(worker_lost)
     if exhausted:
         DELIVERIES_FAILED.labels("publish_exhausted").inc(exhausted)
 

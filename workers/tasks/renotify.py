@@ -1,24 +1,19 @@
-"""``delivery.renotify``: the beat-scheduled sweep (republish lost publishes, stamp stalls)."""
+"""``delivery.renotify``: the beat-scheduled sweep (republish lost publishes, wake parked
+deliveries whose URL has free slots, stamp stalls)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict
 
 from inbots.deliveries.renotify import sweep
-from inbots.jobs import NOTIFY_QUEUE, RENOTIFY_TASK, Job
+from inbots.jobs import RENOTIFY_TASK
 from workers.app import app
-from workers.tasks.notify import notify_task
+from workers.tasks.notify import publish_jobs
 from workers.tasks.runtime import engine
-
-
-def _publish(jobs: Sequence[Job]) -> None:
-    for job in jobs:
-        notify_task.apply_async(job.as_args(), queue=NOTIFY_QUEUE)
 
 
 @app.task(name=RENOTIFY_TASK)
 def renotify_task() -> dict[str, int]:
     """One renotify run; returns what it did."""
     current = engine()
-    return asdict(sweep(current.db, current.settings, _publish))
+    return asdict(sweep(current.db, current.settings, publish_jobs, limiter=current.limiter))

@@ -27,7 +27,7 @@ def engine() -> Engine:
                 limiter = RedisLimiter(
                     client,
                     settings.webhook_max_in_flight_per_url,
-                    ttl_seconds=int(settings.webhook_timeout_seconds * 3) + 5,
+                    ttl_seconds=settings.inflight_lease_seconds,
                 )
                 _engine = Engine(Database(settings), settings, make_client(settings), limiter)
     return _engine
