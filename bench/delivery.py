@@ -53,7 +53,7 @@ from bench.servers import REPO_ROOT, ServerProcess, free_port
 from inbots.db.engine import Database
 from inbots.deliveries.models import Delivery, DeliveryAttempt
 from inbots.deliveries.notify import USER_AGENT
-from inbots.jobs import NOTIFY_QUEUE
+from inbots.dispatch.jobs import NOTIFY_QUEUE
 from inbots.webhooks import signing
 
 BODY_FILL = "Build 4127 is green on staging; please review the migration notes and confirm. "

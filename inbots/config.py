@@ -16,6 +16,8 @@ import platformdirs
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from inbots.kit.tokens import OPERATOR_TOKEN_PREFIX, looks_like, weakness
+
 PositiveSeconds = Annotated[float, Field(gt=0)]
 
 # An in-flight slot (a lease) outlives the attempt timeout by this much: name resolution and
@@ -147,8 +149,6 @@ class Settings(BaseSettings):
     @field_validator("operator_token")
     @classmethod
     def _check_operator_token(cls, value: str | None) -> str | None:
-        from inbots.kit.tokens import OPERATOR_TOKEN_PREFIX, looks_like, weakness
-
         if value in (None, ""):
             return None
         if not looks_like(value, OPERATOR_TOKEN_PREFIX):
@@ -216,10 +216,6 @@ class Settings(BaseSettings):
         """How long an in-flight slot of a URL lasts unless released: a worker killed mid-attempt
         gives its slots back this long after it took them, whatever the traffic."""
         return self.webhook_timeout_seconds + LEASE_MARGIN_SECONDS
-
-    @property
-    def is_sqlite(self) -> bool:
-        return self.database_url.startswith("sqlite")
 
     @property
     def embedded(self) -> bool:

@@ -430,7 +430,7 @@ class CeleryHarness:
         if self._client is None:
             from celery import Celery
 
-            from inbots.jobs import celery_config
+            from inbots.dispatch.publisher import celery_config
 
             self._client = Celery("inbots-tests")
             self._client.conf.update(celery_config(self.settings))
@@ -438,7 +438,7 @@ class CeleryHarness:
 
     def renotify(self) -> None:
         """Ask the workers for one renotify run (the ``delivery.renotify`` task)."""
-        from inbots.jobs import RENOTIFY_TASK, SWEEP_QUEUE
+        from inbots.dispatch.jobs import RENOTIFY_TASK, SWEEP_QUEUE
 
         self.client().send_task(RENOTIFY_TASK, queue=SWEEP_QUEUE)
 

@@ -283,7 +283,7 @@ def test_ack_malformed_json_is_rejected(api: Api) -> None:
     response = reader.post(
         "/acks", content=b"{not json", headers={"Content-Type": "application/json"}
     )
-    assert_error(response, 422, "validation_error")
+    assert_error(response, 422, "invalid_json")
 
 
 def test_ack_without_token_is_unauthorized(api: Api) -> None:

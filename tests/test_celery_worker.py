@@ -23,7 +23,7 @@ import pytest
 import standardwebhooks
 
 from inbots.config import load_settings
-from inbots.jobs import NOTIFY_QUEUE, NOTIFY_TASK
+from inbots.dispatch.jobs import NOTIFY_QUEUE, NOTIFY_TASK
 from tests.celery_harness import (  # noqa: F401  (fixtures)
     FAST,
     CeleryHarness,

@@ -22,11 +22,11 @@ from sqlalchemy import select, update
 
 from inbots.config import Settings
 from inbots.db.engine import Database
-from inbots.deliveries.limiter import Limiter, LocalLimiter, RedisLimiter, url_key
 from inbots.deliveries.models import Delivery
-from inbots.deliveries.notify import Engine, Result, make_client, notify
+from inbots.deliveries.notify import Engine, make_client, notify
 from inbots.deliveries.renotify import sweep
-from inbots.jobs import Job
+from inbots.dispatch.jobs import Job, Result
+from inbots.dispatch.limiter import Limiter, LocalLimiter, RedisLimiter, url_key
 from inbots.kit.clock import utcnow
 from tests.celery_harness import (  # noqa: F401  (fixtures: a broker nobody consumes)
     FAST,

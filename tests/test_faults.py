@@ -23,9 +23,9 @@ import redis
 
 from inbots.config import Settings
 from inbots.db.engine import Database
-from inbots.deliveries.limiter import RedisLimiter
 from inbots.deliveries.notify import Engine, make_client, notify
-from inbots.jobs import NOTIFY_QUEUE, Job
+from inbots.dispatch.jobs import NOTIFY_QUEUE, Job
+from inbots.dispatch.limiter import RedisLimiter
 from tests.celery_harness import (  # noqa: F401  (fixtures)
     FAST,
     CeleryHarness,

@@ -13,7 +13,7 @@ import pytest
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.deliveries.renotify import sweep
-from inbots.jobs import Job
+from inbots.dispatch.jobs import Job
 from tests.conftest import free_port
 from tests.helpers import Api, Samples, metric_samples, sample
 

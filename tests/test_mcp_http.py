@@ -70,7 +70,7 @@ def connect(server: ServerThread) -> Connect:
 
 
 def listening(server: ServerThread) -> int:
-    return int(server.app.state.hooks.wakeups.listening())
+    return int(server.app.state.dispatch.wakeups.listening())
 
 
 # The scenarios both transports pass.

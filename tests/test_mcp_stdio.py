@@ -36,7 +36,7 @@ def connect(server: ServerThread) -> Connect:
 
 
 def listening(server: ServerThread) -> int:
-    return int(server.app.state.hooks.wakeups.listening())
+    return int(server.app.state.dispatch.wakeups.listening())
 
 
 def test_two_agents_exchange_through_the_tools(api: Api, connect: Connect) -> None:

@@ -18,7 +18,7 @@ from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.deliveries.models import Delivery
 from inbots.deliveries.renotify import SweepReport, republish_batch, stall_batch, sweep
-from inbots.jobs import Job
+from inbots.dispatch.jobs import Job
 from inbots.kit.clock import utcnow
 from tests.conftest import free_port
 from tests.helpers import Api

@@ -23,7 +23,7 @@ def assert_error(response: Any, status: int, code: str) -> None:
 
 
 def listening(server: ServerThread) -> int:
-    return int(server.app.state.hooks.wakeups.listening())
+    return int(server.app.state.dispatch.wakeups.listening())
 
 
 def wait_until_listening(server: ServerThread, count: int, limit: float = 10.0) -> None:

@@ -16,7 +16,8 @@ from kombu.utils.objects import cached_property
 
 from inbots.config import get_settings
 from inbots.db.base import import_models
-from inbots.jobs import NOTIFY_QUEUE, RENOTIFY_TASK, RETRY_QUEUE, SWEEP_QUEUE, celery_config
+from inbots.dispatch.jobs import NOTIFY_QUEUE, RENOTIFY_TASK, RETRY_QUEUE, SWEEP_QUEUE
+from inbots.dispatch.publisher import celery_config
 from inbots.observability.logs import configure_logging
 from workers.broker import transport_for
 

@@ -9,17 +9,18 @@ from datetime import datetime, timedelta
 from sqlalchemy import func, or_, select
 from sqlalchemy.exc import IntegrityError
 
-from inbots.agents.models import KIND_AGENT, KIND_OPERATOR, OPERATOR_USERNAME, Agent
+from inbots.agents.models import KIND_AGENT, OPERATOR_USERNAME, Agent
 from inbots.agents.schemas import AgentCreated, AgentRead, DirectoryEntry
 from inbots.auth.service import Caller
 from inbots.config import Settings
-from inbots.db.uow import UnitOfWork
+from inbots.db.uow import UnitOfWork, reads
 from inbots.deliveries.models import Delivery
 from inbots.errors import Invalid, UsernameTaken, not_found
 from inbots.kit import tokens
 from inbots.kit.clock import utcnow
 from inbots.kit.ids import new_id
 from inbots.threads.models import CLOSED, Thread
+from inbots.webhooks import endpoint
 
 USERNAME = re.compile(r"[a-z0-9-]{3,32}")
 
@@ -103,11 +104,9 @@ def register_agent(
     caller.require_operator()
     username = check_username(name)
     description = check_description(description, uow.settings)
-    from inbots.webhooks import service as webhooks  # webhooks build on agents
-
     url = None
     if webhook_url is not None:
-        url = webhooks.check_url(webhook_url, uow.settings, field="webhook_url")
+        url = endpoint.check_url(webhook_url, uow.settings, field="webhook_url")
     api_key = tokens.mint(tokens.AGENT_KEY_PREFIX)
     now = utcnow()
     agent = Agent(
@@ -145,9 +144,9 @@ def register_agent(
         )
     webhook = None
     if url is not None:
-        webhooks.apply_url(agent, url)
+        endpoint.apply_url(agent, url)
         uow.session.flush()
-        webhook = webhooks.to_read(agent)
+        webhook = endpoint.to_read(agent)
     read = to_read(agent, 0, uow.settings, now)
     return AgentCreated(**read.model_dump(), api_key=api_key, webhook=webhook)
 
@@ -166,6 +165,7 @@ def find_agent(uow: UnitOfWork, caller: Caller, id_or_username: str) -> Agent:
     return agent
 
 
+@reads
 def list_agents(uow: UnitOfWork, caller: Caller) -> list[AgentRead]:
     """Every agent of the workspace, archived ones included, oldest first."""
     caller.require_operator()
@@ -179,12 +179,14 @@ def list_agents(uow: UnitOfWork, caller: Caller) -> list[AgentRead]:
     return [to_read(a, unread.get(a.id, 0), uow.settings, now) for a in agents]
 
 
+@reads
 def get_agent(uow: UnitOfWork, caller: Caller, id_or_username: str) -> AgentRead:
     caller.require_operator()
     agent = find_agent(uow, caller, id_or_username)
     return to_read(agent, unread_counts(uow, [agent.id]).get(agent.id, 0), uow.settings, utcnow())
 
 
+@reads
 def me(uow: UnitOfWork, caller: Caller) -> AgentRead:
     """The calling agent itself (its webhook URL, never its secret)."""
     caller.require_agent()
@@ -203,6 +205,7 @@ def archive_agent(uow: UnitOfWork, caller: Caller, id_or_username: str) -> Agent
     return to_read(agent, unread_counts(uow, [agent.id]).get(agent.id, 0), uow.settings, utcnow())
 
 
+@reads
 def directory(
     uow: UnitOfWork, caller: Caller, query: str | None = None, active_only: bool = False
 ) -> list[DirectoryEntry]:
@@ -238,7 +241,9 @@ def directory(
     ]
 
 
-def operator_row(uow: UnitOfWork, workspace_id: str) -> Agent:
-    return uow.session.scalars(
-        select(Agent).where(Agent.workspace_id == workspace_id, Agent.kind == KIND_OPERATOR)
-    ).one()
+def usernames(uow: UnitOfWork, agent_ids: Iterable[str]) -> dict[str, str]:
+    ids = set(agent_ids)
+    if not ids:
+        return {}
+    rows = uow.session.execute(select(Agent.id, Agent.username).where(Agent.id.in_(ids))).all()
+    return {agent_id: username for agent_id, username in rows}

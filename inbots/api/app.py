@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI
@@ -25,38 +25,9 @@ from inbots.api.routes import (
 )
 from inbots.config import Settings, get_settings
 from inbots.db.engine import Database
-from inbots.deliveries.dispatcher import LocalDispatcher
-from inbots.deliveries.limiter import LocalLimiter
-from inbots.deliveries.notify import Engine, make_client
-from inbots.hooks import Hooks, RedisRelay
-from inbots.jobs import CeleryPublisher
+from inbots.deliveries.engine import build_dispatch
 from inbots.mcp.server import McpEndpoint
 from inbots.observability.logs import configure_logging
-from inbots.wakeups import WakeupHub
-
-
-def build_hooks(
-    settings: Settings, db: Database
-) -> tuple[Hooks, Callable[[], None], Callable[[], None]]:
-    """Embedded default: the local dispatcher runs delivery in this process. With a broker:
-    publish to Celery, and relay long-poll wake-ups between processes over Redis."""
-    if settings.embedded:
-        engine = Engine(
-            db,
-            settings,
-            make_client(settings),
-            LocalLimiter(settings.webhook_max_in_flight_per_url, settings.inflight_lease_seconds),
-        )
-        dispatcher = LocalDispatcher(engine)
-        hooks = Hooks(publisher=dispatcher)
-
-        def stop_local() -> None:
-            dispatcher.stop()
-            engine.client.close()
-
-        return hooks, dispatcher.start, stop_local
-    relay = RedisRelay(settings.broker_url, WakeupHub())
-    return Hooks(publisher=CeleryPublisher(settings), relay=relay), relay.start, relay.stop
 
 
 def create_app(
@@ -66,19 +37,19 @@ def create_app(
     database = db or Database(settings)
     owns_db = db is None
 
-    hooks, start, stop = build_hooks(settings, database)
-    mcp = McpEndpoint(database, hooks, settings)
+    dispatch = build_dispatch(settings, database)
+    mcp = McpEndpoint(database, dispatch, settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if configure_logs:
             configure_logging(settings)  # after uvicorn set its own up, so its lines come too
-        start()
+        dispatch.start()
         try:
             async with mcp.running():
                 yield
         finally:
-            stop()
+            dispatch.stop()
             if owns_db:
                 database.dispose()
 
@@ -91,7 +62,7 @@ def create_app(
     )
     app.state.settings = settings
     app.state.db = database
-    app.state.hooks = hooks
+    app.state.dispatch = dispatch
 
     v1 = APIRouter(prefix="/v1")
     for module in (agents, webhooks, threads, inbox, deliveries, stats, limits, tokens):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
 
 from fastapi import Depends, Request, Response
 from fastapi.dependencies.models import Dependant
@@ -14,9 +14,10 @@ from starlette.concurrency import run_in_threadpool
 
 from inbots.auth import service as auth
 from inbots.auth.service import Caller
-from inbots.db.uow import run_unit, unit_of_work
+from inbots.db.uow import UnitOfWork, run_unit
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 @dataclass
@@ -28,34 +29,19 @@ class Context:
 
     def run(
         self,
-        fn: Callable[..., T],
-        *args: object,
-        readonly: bool = False,
-        mostly_reads: bool = False,
-        **kwargs: object,
+        fn: Callable[Concatenate[UnitOfWork, Caller, P], T],
+        *args: P.args,
+        **kwargs: P.kwargs,
     ) -> T:
+        """``fn(uow, caller, *args, **kwargs)`` in one unit of work, in the mode ``fn`` declares
+        (see :mod:`inbots.db.uow`)."""
         state = self.request.app.state
-        return run_unit(
-            state.db,
-            state.hooks,
-            fn,
-            self.caller,
-            *args,
-            readonly=readonly,
-            mostly_reads=mostly_reads,
-            **kwargs,
-        )
+        return run_unit(state.db, state.dispatch, fn, self.caller, *args, **kwargs)
 
 
 def resolve_caller(request: Request, authorization: str | None) -> Caller:
-    token = auth.parse_bearer(authorization)
     state = request.app.state
-    with unit_of_work(state.db, state.hooks, readonly=True) as uow:
-        caller = auth.authenticate(uow, token)
-    if auth.needs_touch(caller, state.settings.last_seen_resolution_seconds):
-        with unit_of_work(state.db, state.hooks) as uow:
-            auth.touch(uow, caller)
-    return caller
+    return auth.resolve(state.db, state.dispatch, authorization)
 
 
 _bearer = HTTPBearer(

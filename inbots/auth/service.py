@@ -8,7 +8,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import or_, select, update
 
 from inbots.agents.models import KIND_OPERATOR, Agent
-from inbots.db.uow import UnitOfWork
+from inbots.db.engine import Database
+from inbots.db.uow import UnitOfWork, unit_of_work
+from inbots.dispatch.effects import Effects
 from inbots.errors import Forbidden, Unauthorized
 from inbots.kit import tokens
 from inbots.kit.clock import utcnow
@@ -122,3 +124,16 @@ def touch(uow: UnitOfWork, caller: Caller) -> None:
         )
         .values(last_seen_at=now)
     )
+
+
+def resolve(db: Database, effects: Effects | None, authorization: str | None) -> Caller:
+    """The caller behind an ``Authorization`` header, for every edge (HTTP routes, ``/mcp``):
+    parsed, looked up read-only, and its activity stamped when due (401 when it resolves to
+    no one). Runs on a worker thread: it touches the database."""
+    token = parse_bearer(authorization)
+    with unit_of_work(db, effects, readonly=True) as uow:
+        caller = authenticate(uow, token)
+    if needs_touch(caller, db.settings.last_seen_resolution_seconds):
+        with unit_of_work(db, effects) as uow:
+            touch(uow, caller)
+    return caller

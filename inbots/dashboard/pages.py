@@ -13,6 +13,7 @@ from inbots.dashboard import queries
 from inbots.db.uow import UnitOfWork
 from inbots.deliveries import service as deliveries
 from inbots.deliveries.schemas import AttemptRead, DeliveryRead
+from inbots.messages import service as messages
 from inbots.stats.service import get_stats
 from inbots.threads import service as threads
 from inbots.threads.models import CLOSE_REQUESTED
@@ -94,7 +95,7 @@ def thread_list(uow: UnitOfWork, caller: Caller, status: str | None) -> dict[str
 
 def thread_view(uow: UnitOfWork, caller: Caller, thread_id: str) -> dict[str, Any]:
     """One thread, every message, every recipient's receipt."""
-    return {"thread": threads.get_thread(uow, caller, thread_id)}
+    return {"thread": messages.get_thread(uow, caller, thread_id)}
 
 
 def delivery_view(uow: UnitOfWork, caller: Caller, delivery_id: str) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from inbots.auth.throttle import SCOPE_ADDRESS, Held
 from inbots.dashboard import pages
 from inbots.dashboard.render import environment
 from inbots.dashboard.session import Session, Sessions, local_path, same_origin
-from inbots.db.uow import UnitOfWork, run_unit
+from inbots.db.uow import UnitOfWork, reads, run_unit
 from inbots.deliveries import service as deliveries
 from inbots.errors import InbotsError, ServiceUnavailable, Unauthorized
 from inbots.threads import service as threads
@@ -120,12 +120,24 @@ def _redirect(request: Request, target: str, session: Session | None = None) -> 
     return harden(response)
 
 
-def _as_operator(uow: UnitOfWork, key: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+def _as_operator(
+    uow: UnitOfWork, key: str | None, fn: Callable[..., T], /, *args: Any, **kwargs: Any
+) -> T:
+    if key is None:
+        raise _SessionEnded
     try:
         caller: Caller = auth_sessions.session_caller(uow, key)
     except Unauthorized:
         raise _SessionEnded from None
     return fn(uow, caller, *args, **kwargs)
+
+
+@reads
+def _page_as_operator(
+    uow: UnitOfWork, key: str | None, fn: Callable[..., T], /, *args: Any, **kwargs: Any
+) -> T:
+    """:func:`_as_operator` for a page: read only (a page changes nothing)."""
+    return _as_operator(uow, key, fn, *args, **kwargs)
 
 
 def _signed_in(request: Request) -> Session:
@@ -150,12 +162,11 @@ def _page(
     try:
         data = run_unit(
             state.db,
-            state.hooks,
-            _as_operator,
+            state.dispatch,
+            _page_as_operator,
             session.key,
             build,
             *args,
-            readonly=True,
             **kwargs,
         )
     except _SessionEnded:
@@ -196,7 +207,7 @@ def _act(
         raise LoginRequired()
     state = request.app.state
     try:
-        run_unit(state.db, state.hooks, _as_operator, session.key, fn, *args)
+        run_unit(state.db, state.dispatch, _as_operator, session.key, fn, *args)
         session.say("ok", success)
     except _SessionEnded:
         raise LoginRequired(ended=True) from None
@@ -233,7 +244,7 @@ def login(
     state = request.app.state
     client = request.client.host if request.client else None
     try:
-        outcome = run_unit(state.db, state.hooks, auth_sessions.sign_in, token, client)
+        outcome = run_unit(state.db, state.dispatch, auth_sessions.sign_in, token, client)
     except ServiceUnavailable as exc:  # the token may be right: say what is wrong instead
         return _render(
             request,
@@ -297,7 +308,7 @@ def logout(request: Request, csrf: Csrf = "") -> Response:
     session = _verified_post(request, csrf)
     if session.key is not None:
         state = request.app.state
-        run_unit(state.db, state.hooks, auth_sessions.end_session, session.key)
+        run_unit(state.db, state.dispatch, auth_sessions.end_session, session.key)
     farewell = Session()
     farewell.say("ok", "Signed out.")
     return _redirect(request, "/login", farewell)

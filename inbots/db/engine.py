@@ -23,6 +23,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from inbots.config import Settings
+from inbots.db.base import import_models
 
 
 def normalize_url(url: str) -> str:
@@ -100,8 +101,6 @@ class Database:
     """An engine and the two session factories the unit of work uses."""
 
     def __init__(self, settings: Settings) -> None:
-        from inbots.db.base import import_models
-
         import_models()  # every table known, whichever entry point (API, worker, CLI) we are in
         self.settings = settings
         self.engine = create_db_engine(settings)

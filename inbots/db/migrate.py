@@ -6,9 +6,10 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
 
 from inbots.config import Settings
-from inbots.db.engine import normalize_url
+from inbots.db.engine import Database, normalize_url
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -29,10 +30,6 @@ def upgrade(settings: Settings, revision: str = "head") -> None:
 
 
 def current(settings: Settings) -> str | None:
-    from alembic.runtime.migration import MigrationContext
-
-    from inbots.db.engine import Database
-
     db = Database(settings)
     try:
         with db.engine.connect() as conn:

@@ -1,8 +1,16 @@
 """The unit of work: one transaction per request, tool call, command or task.
 
-Services ``flush()``, never ``commit()``. Work that must only happen once the data is durable
-(publishing a notify task, waking a long-poll) is registered with :meth:`UnitOfWork.after_commit`
-and runs after the commit; on rollback it is dropped.
+Services ``flush()``, never ``commit()``. What must only happen once the data is durable is asked
+of the unit of work, typed: :meth:`UnitOfWork.enqueue` (a notify job to publish) and
+:meth:`UnitOfWork.wake` (long-polls to wake). Both are buffered and handed to the unit's
+:class:`~inbots.dispatch.effects.Effects` after the commit succeeds; a rollback drops them, and a
+read-only unit never sends any. :meth:`UnitOfWork.after_commit` takes any other follow-up (a
+metric, a log line) under the same rule.
+
+A service declares how its unit should run, once, where it is defined: :func:`reads` (read only:
+rolled back at the end) or :func:`mostly_reads` (usually reads, sometimes stamps; see
+:func:`run_unit`); undecorated means it writes. :func:`run_unit` is the typed runner every edge
+uses, so HTTP and MCP cannot disagree about it.
 
 A database that cannot answer (down, hung, locked past its timeout) leaves a unit of work as
 :class:`~inbots.errors.ServiceUnavailable`, whichever edge opened it, so every adapter renders
@@ -12,48 +20,82 @@ the same 503 (see :mod:`inbots.db.outage`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Concatenate, Literal, ParamSpec, TypeVar
 
 from sqlalchemy.orm import Session
 
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.db.outage import outage
+from inbots.dispatch.effects import Effects
+from inbots.dispatch.jobs import Job
 from inbots.errors import ServiceUnavailable
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+P = ParamSpec("P")
+F = TypeVar("F", bound=Callable[..., object])
+Mode = Literal["writes", "reads", "mostly_reads"]
+_MODE = "__inbots_unit__"
 
 
 class UnitOfWork:
-    def __init__(self, session: Session, settings: Settings, hooks: Any = None) -> None:
+    """One transaction's session, the settings, and the effects it will send once committed."""
+
+    def __init__(self, session: Session, settings: Settings, effects: Effects | None) -> None:
         self.session = session
         self.settings = settings
-        self.hooks = hooks  # the app's Hooks (wake-ups, publishing); None in bare scripts
+        self._effects = effects
+        self._jobs: list[Job] = []
+        self._woken: set[str] = set()
         self._after_commit: list[Callable[[], None]] = []
 
+    def enqueue(self, *jobs: Job) -> None:
+        """Publish these notify jobs after the commit."""
+        self._jobs.extend(jobs)
+
+    def wake(self, agent_ids: Iterable[str]) -> None:
+        """Wake these agents' long-polls after the commit."""
+        self._woken.update(agent_ids)
+
     def after_commit(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` after the commit (observability: a metric, a log line)."""
         self._after_commit.append(fn)
 
-    def _run_after_commit(self) -> None:
+    def _committed(self) -> None:
+        # The data is durable: nothing here may undo the answer, so failures are only logged.
+        effects, jobs, woken = self._effects, self._jobs, self._woken
+        if effects is not None:
+            if woken:
+                _quietly(effects.wake, woken)
+            if jobs:
+                _quietly(effects.publish, jobs)
         for fn in self._after_commit:
-            try:
-                fn()
-            except Exception:  # the data is committed; a failed follow-up must not undo the answer
-                log.exception("after-commit job failed")
-        self._after_commit.clear()
+            _quietly(fn)
+
+
+def _quietly(fn: Callable[..., object], *args: object) -> None:
+    try:
+        fn(*args)
+    except Exception:
+        log.exception("after-commit effect failed")
 
 
 @contextmanager
 def unit_of_work(
-    db: Database, hooks: Any = None, *, readonly: bool = False, deferred: bool = False
+    db: Database,
+    effects: Effects | None = None,
+    *,
+    readonly: bool = False,
+    deferred: bool = False,
 ) -> Iterator[UnitOfWork]:
-    """One transaction. ``readonly`` rolls back at the end; ``deferred`` (SQLite) begins without
-    the write lock and takes it only if the work writes (see :func:`run_unit`)."""
+    """One transaction. ``readonly`` rolls back at the end (and sends no effects); ``deferred``
+    (SQLite) begins without the write lock and takes it only if the work writes (see
+    :func:`run_unit`)."""
     session = db.session(readonly=readonly or deferred)
-    uow = UnitOfWork(session, db.settings, hooks)
+    uow = UnitOfWork(session, db.settings, effects)
     try:
         yield uow
         if readonly:
@@ -71,7 +113,27 @@ def unit_of_work(
         raise unavailable from exc
     finally:
         session.close()
-    uow._run_after_commit()
+    if not readonly:
+        uow._committed()
+
+
+def reads(fn: F) -> F:
+    """Mark a service function read-only: its unit of work rolls back at the end."""
+    setattr(fn, _MODE, "reads")
+    return fn
+
+
+def mostly_reads(fn: F) -> F:
+    """Mark a service function that usually reads but sometimes stamps (an inbox listing): on
+    SQLite it begins deferred, so concurrent readers do not queue for the write lock, and if a
+    write then loses the race for it (SQLITE_BUSY), the whole unit reruns as a writer."""
+    setattr(fn, _MODE, "mostly_reads")
+    return fn
+
+
+def mode_of(fn: Callable[..., object]) -> Mode:
+    mode: Mode = getattr(fn, _MODE, "writes")
+    return mode
 
 
 def _lost_sqlite_race(exc: ServiceUnavailable) -> bool:
@@ -82,26 +144,20 @@ def _lost_sqlite_race(exc: ServiceUnavailable) -> bool:
 
 def run_unit(
     db: Database,
-    hooks: Any,
-    fn: Callable[..., T],
-    *args: Any,
-    readonly: bool = False,
-    mostly_reads: bool = False,
-    **kwargs: Any,
+    effects: Effects | None,
+    fn: Callable[Concatenate[UnitOfWork, P], T],
+    *args: P.args,
+    **kwargs: P.kwargs,
 ) -> T:
-    """Run ``fn(uow, *args, **kwargs)`` in one unit of work.
-
-    ``mostly_reads`` is for calls that usually only read but sometimes stamp (an inbox listing):
-    on SQLite they begin deferred, so concurrent readers do not queue for the write lock, and if a
-    write then loses the race for it (SQLITE_BUSY), the whole unit reruns as a writer.
-    """
-    optimistic = mostly_reads and db.dialect == "sqlite" and not readonly
-    if optimistic:
+    """Run ``fn(uow, *args, **kwargs)`` in one unit of work, in the mode ``fn`` declares
+    (:func:`reads`, :func:`mostly_reads`, else a writer)."""
+    mode = mode_of(fn)
+    if mode == "mostly_reads" and db.dialect == "sqlite":
         try:
-            with unit_of_work(db, hooks, deferred=True) as uow:
+            with unit_of_work(db, effects, deferred=True) as uow:
                 return fn(uow, *args, **kwargs)
         except ServiceUnavailable as exc:
             if not _lost_sqlite_race(exc):
                 raise
-    with unit_of_work(db, hooks, readonly=readonly) as uow:
+    with unit_of_work(db, effects, readonly=mode == "reads") as uow:
         return fn(uow, *args, **kwargs)

@@ -33,18 +33,25 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
-from sqlalchemy import bindparam, func, insert, select, update
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy.orm import aliased
 
 from inbots import __version__
 from inbots.agents.models import Agent
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
-from inbots.deliveries.limiter import Limiter, url_key
+from inbots.deliveries.attempts import (
+    ATTEMPTS_SO_FAR,
+    WORKER_LOST,
+    attempts_allowed,
+    record_lost_attempt,
+)
 from inbots.deliveries.models import Delivery, DeliveryAttempt
 from inbots.deliveries.parking import park, unpark, wake
-from inbots.jobs import Job
+from inbots.deliveries.stamps import stamp
+from inbots.dispatch.jobs import Job, Result
+from inbots.dispatch.limiter import Limiter, url_key
 from inbots.kit.clock import rfc3339, utcnow
 from inbots.kit.ids import new_id
 from inbots.kit.text import shown_summary
@@ -57,22 +64,6 @@ log = logging.getLogger(__name__)
 
 USER_AGENT = f"Inbots-Webhooks/{__version__}"
 EXCERPT_BYTES = 1024
-WORKER_LOST = "worker_lost"
-
-TRIGGERS = ("publish", "retry", "renotify", "redeliver")
-
-
-@dataclass(frozen=True)
-class Result:
-    """``outcome``: notified, retry, failed, skipped, parked or busy. ``countdown``: run the job
-    again after this many seconds (retry; busy: another attempt holds the delivery, or its retry
-    is due later). ``wake``: jobs of parked deliveries to publish now, a slot of their URL being
-    free (each on its lane)."""
-
-    outcome: str
-    countdown: float | None = None
-    reason: str | None = None
-    wake: tuple[Job, ...] = ()
 
 
 @dataclass
@@ -116,10 +107,6 @@ class _Parked:
     key: str
 
 
-def attempts_allowed(settings: Settings) -> int:
-    return 1 + len(settings.retry_schedule)
-
-
 # The claim's two reads, built once: building an ORM statement (aliases above all) costs more
 # CPU than running it, and every attempt runs both.
 _recipient, _sender = aliased(Agent), aliased(Agent)
@@ -132,49 +119,6 @@ _CLAIM_READ = (
     .where(Delivery.id == bindparam("delivery_id"))
     .with_for_update(of=Delivery)
 )
-_this_publish = DeliveryAttempt.publish == bindparam("publish")
-_ATTEMPTS_SO_FAR = select(
-    func.count(),
-    func.count().filter(_this_publish),
-    func.count().filter(_this_publish, DeliveryAttempt.reason == "ok"),
-).where(DeliveryAttempt.delivery_id == bindparam("delivery_id"))
-
-
-def record_lost_attempt(session: Session, settings: Settings, delivery: Any, url: str) -> int:
-    """Log the attempt of a claim that ran out unrecorded (its worker died mid-attempt) as
-    ``worker_lost``, for the current publish, and return how many attempts that publish has now.
-    ``delivery``: a row with ``id``, ``publish_count``, ``claimed_until`` and ``job_trigger``.
-    The caller clears the claim in the same transaction."""
-    params = {"delivery_id": delivery.id, "publish": delivery.publish_count}
-    total, so_far, _ = session.execute(_ATTEMPTS_SO_FAR, params).one()
-    started = delivery.claimed_until - timedelta(seconds=settings.claim_seconds)
-    session.execute(
-        insert(DeliveryAttempt),
-        {
-            "id": new_id("att"),
-            "delivery_id": delivery.id,
-            "number": int(total) + 1,
-            "publish": delivery.publish_count,
-            "trigger": "retry" if so_far else (delivery.job_trigger or "publish"),
-            "url": url,
-            "started_at": started,
-            "duration_ms": None,
-            "status_code": None,
-            "reason": WORKER_LOST,
-            "response_excerpt": (
-                "no outcome: the worker making this attempt stopped before recording it; its "
-                f"claim ran out at {rfc3339(delivery.claimed_until)}"
-            ),
-        },
-    )
-    metrics.observe_attempt(WORKER_LOST, None, None, "lost")
-    log.warning(
-        "webhook attempt %s: %s",
-        int(total) + 1,
-        WORKER_LOST,
-        extra={"delivery_id": delivery.id, "reason": WORKER_LOST},
-    )
-    return int(so_far) + 1
 
 
 def _claim(engine: Engine, job: Job, now: datetime) -> _Claim | _Parked | Result:
@@ -217,7 +161,7 @@ def _claim_in(uow: Any, engine: Engine, job: Job, now: datetime) -> _Claim | _Pa
         unpark(delivery)
         return Result("skipped", reason=skip)
     total, attempts_so_far, succeeded = session.execute(
-        _ATTEMPTS_SO_FAR, {"delivery_id": delivery.id, "publish": job.publish}
+        ATTEMPTS_SO_FAR, {"delivery_id": delivery.id, "publish": job.publish}
     ).one()
     if succeeded or attempts_so_far >= attempts_allowed(s):
         unpark(delivery)
@@ -412,8 +356,6 @@ def _record(engine: Engine, job: Job, claim: _Claim, sent: _Sent) -> Result:
 
 
 def _settle(uow: Any, s: Settings, job: Job, claim: _Claim, sent: _Sent) -> Result:
-    from inbots.deliveries.service import stamp
-
     made = claim.attempts_so_far + 1
     session = uow.session
     session.execute(  # an INSERT of one row, without the unit of work's flush machinery

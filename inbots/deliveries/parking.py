@@ -1,6 +1,6 @@
 """Deliveries waiting for an in-flight slot of their URL.
 
-A notify job refused by its URL's cap (:mod:`inbots.deliveries.limiter`) does not come back a
+A notify job refused by its URL's cap (:mod:`inbots.dispatch.limiter`) does not come back a
 moment later to ask again: it **parks** its delivery — the URL's key, since when, and the job's
 trigger — and ends. No job for it exists anywhere while it waits, so a receiver with a long
 backlog costs the broker and the workers nothing. Whoever frees a slot **wakes** the oldest
@@ -28,7 +28,7 @@ from sqlalchemy import bindparam, exists, func, select, update
 from sqlalchemy.orm import Session
 
 from inbots.deliveries.models import Delivery, DeliveryAttempt
-from inbots.jobs import Job
+from inbots.dispatch.jobs import Job
 
 # The oldest parked deliveries of one URL, claimed: two wakers never take the same row.
 _OLDEST = (

@@ -33,12 +33,12 @@ from inbots.agents.models import Agent
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
-from inbots.deliveries.limiter import Limiter
+from inbots.deliveries.attempts import record_lost_attempt
 from inbots.deliveries.models import Delivery
-from inbots.deliveries.notify import record_lost_attempt
 from inbots.deliveries.parking import parked_keys, wake
+from inbots.dispatch.jobs import Job
+from inbots.dispatch.limiter import Limiter
 from inbots.heartbeats import service as heartbeats
-from inbots.jobs import Job
 from inbots.kit.clock import utcnow
 from inbots.observability import metrics
 

@@ -8,9 +8,11 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, and_, func, select, update
 
+from inbots.agents import service as agents
 from inbots.agents.models import Agent
 from inbots.auth.service import Caller
-from inbots.db.uow import UnitOfWork
+from inbots.db.uow import UnitOfWork, mostly_reads, reads
+from inbots.deliveries.attempts import record_lost_attempt
 from inbots.deliveries.models import Delivery, DeliveryAttempt
 from inbots.deliveries.schemas import (
     AckResult,
@@ -21,7 +23,9 @@ from inbots.deliveries.schemas import (
     Inbox,
     InboxItem,
 )
+from inbots.deliveries.stamps import stamp
 from inbots.deliveries.state import STATES, state_filter, state_of
+from inbots.dispatch.jobs import Job
 from inbots.errors import Conflict, Invalid, not_found
 from inbots.kit.clock import utcnow
 from inbots.kit.ids import kind_of
@@ -31,8 +35,6 @@ from inbots.messages.models import Message
 from inbots.threads.models import CLOSED, Thread
 
 OUTCOMES = ("done", "declined")
-STAMPS = ("delivered_at", "fetched_at", "acknowledged_at", "notified_at", "failed_at", "stalled_at")
-MOVES = ("notified_at", "delivered_at", "fetched_at")  # progress that restarts the stall clock
 
 
 def to_read(delivery: Delivery, recipient: str) -> DeliveryRead:
@@ -56,25 +58,6 @@ def to_read(delivery: Delivery, recipient: str) -> DeliveryRead:
         outcome=delivery.outcome,
         note=delivery.note,
     )
-
-
-def stamp(
-    uow: UnitOfWork, stamp_name: str, *where: ColumnElement[bool], at: datetime | None = None
-) -> datetime:
-    """Set one stamp on every matching delivery that lacks it. Stamps are never overwritten."""
-    assert stamp_name in STAMPS, stamp_name
-    column = getattr(Delivery, stamp_name)
-    now = at or utcnow()
-    values: dict[str, datetime] = {stamp_name: now}
-    if stamp_name in MOVES:
-        values["moved_at"] = now
-    uow.session.execute(
-        update(Delivery)
-        .where(*where, column.is_(None))
-        .values(values)
-        .execution_options(synchronize_session=False)
-    )
-    return now
 
 
 def _apply(rows: Sequence[Delivery], stamp_name: str, now: datetime) -> None:
@@ -109,6 +92,7 @@ def _open_inbox(caller: Caller) -> list[ColumnElement[bool]]:
     ]
 
 
+@mostly_reads
 def inbox(
     uow: UnitOfWork,
     caller: Caller,
@@ -168,6 +152,7 @@ def inbox(
     return Inbox(items=items, returned=len(items), waiting=waiting, more=waiting > len(items))
 
 
+@reads
 def waiting_count(uow: UnitOfWork, caller: Caller) -> int:
     """How many unacknowledged deliveries the caller has in threads that are not closed."""
     total = uow.session.scalar(
@@ -179,6 +164,7 @@ def waiting_count(uow: UnitOfWork, caller: Caller) -> int:
     return total or 0
 
 
+@reads
 def has_unshown(uow: UnitOfWork, caller: Caller) -> bool:
     """Whether the caller has unacknowledged mail it has not been shown yet (the wait's trigger)."""
     found = uow.session.scalar(
@@ -205,6 +191,7 @@ def _own_delivery(uow: UnitOfWork, caller: Caller, delivery_id: str) -> Delivery
     return delivery
 
 
+@mostly_reads
 def mark_received(uow: UnitOfWork, caller: Caller, delivery_id: str) -> DeliveryRead:
     """A webhook handler confirms its agent was told: stamps delivered."""
     delivery = _own_delivery(uow, caller, delivery_id)
@@ -272,13 +259,12 @@ def acknowledge(
     return AckResult(acknowledged=acknowledged, already=already, not_found=missing)
 
 
-def reads(uow: UnitOfWork, deliveries: Sequence[Delivery]) -> list[DeliveryRead]:
-    from inbots.threads.service import usernames
-
-    names = usernames(uow, (d.recipient_id for d in deliveries))
+def to_reads(uow: UnitOfWork, deliveries: Sequence[Delivery]) -> list[DeliveryRead]:
+    names = agents.usernames(uow, (d.recipient_id for d in deliveries))
     return [to_read(d, names.get(d.recipient_id, "")) for d in deliveries]
 
 
+@reads
 def list_deliveries(
     uow: UnitOfWork,
     caller: Caller,
@@ -315,9 +301,10 @@ def list_deliveries(
     ).all()
     page = list(rows[:count])
     next_cursor = encode_cursor(page[-1].id) if len(rows) > count else None
-    return DeliveryPage(items=reads(uow, page), next_cursor=next_cursor)
+    return DeliveryPage(items=to_reads(uow, page), next_cursor=next_cursor)
 
 
+@reads
 def get_delivery(uow: UnitOfWork, caller: Caller, delivery_id: str) -> DeliveryDetail:
     """One receipt with its whole attempt log (operator)."""
     caller.require_operator()
@@ -333,7 +320,7 @@ def get_delivery(uow: UnitOfWork, caller: Caller, delivery_id: str) -> DeliveryD
         .where(DeliveryAttempt.delivery_id == delivery.id)
         .order_by(DeliveryAttempt.number)
     ).all()
-    read = reads(uow, [delivery])[0]
+    read = to_reads(uow, [delivery])[0]
     return DeliveryDetail(
         **read.model_dump(), attempts=[AttemptRead.model_validate(a) for a in attempts]
     )
@@ -342,8 +329,6 @@ def get_delivery(uow: UnitOfWork, caller: Caller, delivery_id: str) -> DeliveryD
 def redeliver(uow: UnitOfWork, caller: Caller, delivery_id: str) -> DeliveryRead:
     """Publish the notification again (a failed one too): a fresh set of attempts under the same
     ``webhook-id``. Adds a publish; clears no stamp and no attempt."""
-    from inbots.jobs import Job
-
     caller.require_operator()
     delivery = uow.session.scalars(
         select(Delivery)
@@ -362,8 +347,6 @@ def redeliver(uow: UnitOfWork, caller: Caller, delivery_id: str) -> DeliveryRead
     if delivery.claimed_until is not None and delivery.claimed_until <= now:
         # The previous publish's attempt ran out unrecorded (its worker died): log it as such
         # before that publish is left behind.
-        from inbots.deliveries.notify import record_lost_attempt
-
         record_lost_attempt(uow.session, uow.settings, delivery, recipient.webhook_url)
         delivery.claimed_until = None
     delivery.publish_count += 1
@@ -372,8 +355,5 @@ def redeliver(uow: UnitOfWork, caller: Caller, delivery_id: str) -> DeliveryRead
     delivery.parked_key = None  # the new publish's job parks again if the URL is still full
     delivery.parked_at = None
     uow.session.flush()
-    job = Job(delivery.id, delivery.publish_count, "redeliver")
-    if uow.hooks is not None:
-        hooks = uow.hooks
-        uow.after_commit(lambda: hooks.publish([job]))
+    uow.enqueue(Job(delivery.id, delivery.publish_count, "redeliver"))
     return to_read(delivery, recipient.username)

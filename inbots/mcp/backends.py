@@ -16,7 +16,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 from urllib.parse import quote
 
 import anyio
@@ -31,11 +31,11 @@ from inbots.agents.schemas import Directory
 from inbots.auth.service import Caller
 from inbots.config import Settings
 from inbots.db.engine import Database
-from inbots.db.uow import run_unit
+from inbots.db.uow import UnitOfWork, run_unit
 from inbots.deliveries import service as deliveries
 from inbots.deliveries.schemas import Inbox
+from inbots.dispatch.effects import Dispatch
 from inbots.errors import InbotsError, Invalid, not_found
-from inbots.hooks import Hooks
 from inbots.kit.paging import clamp_limit
 from inbots.messages import service as messages
 from inbots.threads import service as threads
@@ -43,6 +43,7 @@ from inbots.threads.schemas import ThreadList
 
 Json = dict[str, Any]
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 def _default(name: str) -> Any:
@@ -125,31 +126,21 @@ class LocalBackend:
     """The caller's tools run in this process: the HTTP routes' service calls, one unit of work
     each, on a worker thread (the event loop never blocks on the database)."""
 
-    def __init__(self, db: Database, hooks: Hooks, settings: Settings, caller: Caller) -> None:
+    def __init__(
+        self, db: Database, dispatch: Dispatch, settings: Settings, caller: Caller
+    ) -> None:
         self.db = db
-        self.hooks = hooks
+        self.dispatch = dispatch
         self.settings = settings
         self.caller = caller
 
     async def _run(
         self,
-        fn: Callable[..., T],
-        *args: object,
-        readonly: bool = False,
-        mostly_reads: bool = False,
-        **kwargs: object,
+        fn: Callable[Concatenate[UnitOfWork, Caller, P], T],
+        *args: P.args,
+        **kwargs: P.kwargs,
     ) -> T:
-        call = functools.partial(
-            run_unit,
-            self.db,
-            self.hooks,
-            fn,
-            self.caller,
-            *args,
-            readonly=readonly,
-            mostly_reads=mostly_reads,
-            **kwargs,
-        )
+        call = functools.partial(run_unit, self.db, self.dispatch, fn, self.caller, *args, **kwargs)
         try:
             return await anyio.to_thread.run_sync(call)
         except DataError:
@@ -157,14 +148,14 @@ class LocalBackend:
             raise Invalid("A value in the request cannot be stored.") from None
 
     async def whoami(self) -> Json:
-        return _json(await self._run(agents.me, readonly=True))
+        return _json(await self._run(agents.me))
 
     async def list_agents(self, query: str | None, active_only: bool) -> Json:
-        found = await self._run(agents.directory, query, active_only, readonly=True)
+        found = await self._run(agents.directory, query, active_only)
         return _json(Directory(items=found))
 
     async def list_threads(self) -> Json:
-        found = await self._run(threads.list_threads, None, None, readonly=True)
+        found = await self._run(threads.list_threads, None, None)
         return _json(ThreadList(items=found))
 
     async def open_thread(self, title: str, goal: str | None, participants: list[str]) -> Json:
@@ -194,19 +185,16 @@ class LocalBackend:
             limit,
             maximum=s.check_inbox_max,
             default=s.check_inbox_default,
-            mostly_reads=True,
         )
         return _json(inbox)
 
     async def read_message(self, ident: str) -> Json:
-        return _json(await self._run(messages.read_message, ident, mostly_reads=True))
+        return _json(await self._run(messages.read_message, ident))
 
     async def read_thread(
         self, thread_id: str, since: str | None, limit: int | None, cursor: str | None
     ) -> Json:
-        found = await self._run(
-            messages.history, thread_id, since, limit, cursor, mostly_reads=True
-        )
+        found = await self._run(messages.history, thread_id, since, limit, cursor)
         return _json(found)
 
     async def acknowledge(self, ids: list[str], outcome: str | None, note: str | None) -> Json:
@@ -218,16 +206,16 @@ class LocalBackend:
         s = self.settings
         seconds = wait_seconds(timeout_seconds, s.wait_default_seconds, s.wait_max_seconds)
         deadline = anyio.current_time() + seconds
-        with self.hooks.wakeups.listen(self.caller.agent_id) as woken:
-            while not await self._run(deliveries.has_unshown, readonly=True):
+        with self.dispatch.wakeups.listen(self.caller.agent_id) as woken:
+            while not await self._run(deliveries.has_unshown):
                 remaining = deadline - anyio.current_time()
                 if remaining <= 0:
-                    waiting = await self._run(deliveries.waiting_count, readonly=True)
+                    waiting = await self._run(deliveries.waiting_count)
                     return _json(Inbox(items=[], returned=0, waiting=waiting, more=waiting > 0))
                 with anyio.move_on_after(remaining):
                     await woken.wait()
                 woken.clear()
-        found = await self._run(deliveries.inbox, None, unshown_only=True, mostly_reads=True)
+        found = await self._run(deliveries.inbox, None, unshown_only=True)
         return _json(found)
 
     async def request_close(self, thread_id: str) -> Json:

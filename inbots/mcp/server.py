@@ -29,9 +29,8 @@ from inbots.auth import service as auth
 from inbots.auth.service import Caller
 from inbots.config import Settings
 from inbots.db.engine import Database
-from inbots.db.uow import unit_of_work
+from inbots.dispatch.effects import Dispatch
 from inbots.errors import Forbidden, InbotsError, Unauthorized
-from inbots.hooks import Hooks
 from inbots.mcp.backends import Backend, LocalBackend, ToolLimits
 from inbots.mcp.tools import build_server
 
@@ -40,9 +39,9 @@ CALLER = "inbots.caller"
 
 
 class McpEndpoint:
-    def __init__(self, db: Database, hooks: Hooks, settings: Settings) -> None:
+    def __init__(self, db: Database, dispatch: Dispatch, settings: Settings) -> None:
         self.db = db
-        self.hooks = hooks
+        self.dispatch = dispatch
         self.settings = settings
         self.server = build_server(self._backend_for, ToolLimits.from_settings(settings))
         self._manager: StreamableHTTPSessionManager | None = None
@@ -94,17 +93,12 @@ class McpEndpoint:
     def _authenticate(self, authorization: str | None) -> Caller:
         """The agent behind the bearer key, as the HTTP API resolves it (and its activity
         stamped), or 401; the operator token is 403."""
-        token = auth.parse_bearer(authorization)
-        with unit_of_work(self.db, self.hooks, readonly=True) as uow:
-            caller = auth.authenticate(uow, token)
+        caller = auth.resolve(self.db, self.dispatch, authorization)
         if caller.is_operator:
             raise Forbidden(
                 "The MCP tools are for agents: connect with an agent key (agt_…), not the "
                 "operator token."
             )
-        if auth.needs_touch(caller, self.settings.last_seen_resolution_seconds):
-            with unit_of_work(self.db, self.hooks) as uow:
-                auth.touch(uow, caller)
         return caller
 
     def _backend_for(self, ctx: ServerRequestContext[Any, Any]) -> Backend:
@@ -112,4 +106,4 @@ class McpEndpoint:
         caller = request.scope.get(CALLER) if request is not None else None
         if not isinstance(caller, Caller):  # cannot happen behind __call__; refuse, never guess
             raise Unauthorized("Send an Authorization: Bearer <token> header.")
-        return LocalBackend(self.db, self.hooks, self.settings, caller)
+        return LocalBackend(self.db, self.dispatch, self.settings, caller)

@@ -11,12 +11,14 @@ from datetime import datetime
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
+from inbots.agents import service as agents
 from inbots.agents.models import Agent
 from inbots.auth.service import Caller
-from inbots.db.uow import UnitOfWork
+from inbots.db.uow import UnitOfWork, mostly_reads, reads
 from inbots.deliveries import service as deliveries
 from inbots.deliveries.models import Delivery
 from inbots.deliveries.state import state_of
+from inbots.dispatch.jobs import Job
 from inbots.errors import (
     IdempotencyKeyReused,
     Invalid,
@@ -26,7 +28,6 @@ from inbots.errors import (
     ThreadNotOpen,
     not_found,
 )
-from inbots.jobs import Job
 from inbots.kit.clock import utcnow
 from inbots.kit.ids import kind_of, new_id
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
@@ -41,7 +42,7 @@ from inbots.messages.schemas import (
 from inbots.observability import metrics
 from inbots.threads import service as threads
 from inbots.threads.models import OPEN, Participant, Thread
-from inbots.threads.schemas import MessageWithReceipts
+from inbots.threads.schemas import MessageWithReceipts, ThreadDetail
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ def to_read(message: Message, sender: str) -> MessageRead:
 
 
 def _reads(uow: UnitOfWork, messages: Sequence[Message]) -> list[MessageRead]:
-    names = threads.usernames(uow, (m.sender_id for m in messages))
+    names = agents.usernames(uow, (m.sender_id for m in messages))
     return [to_read(m, names.get(m.sender_id, "")) for m in messages]
 
 
@@ -136,7 +137,7 @@ def _replay(uow: UnitOfWork, original: Message, fingerprint: str) -> SendResult:
         .where(Delivery.message_id == original.id)
         .order_by(Delivery.id)
     ).all()
-    sender = threads.usernames(uow, [original.sender_id]).get(original.sender_id, "")
+    sender = agents.usernames(uow, [original.sender_id]).get(original.sender_id, "")
     return SendResult(
         message=to_read(original, sender),
         deliveries=[DeliveryBrief(id=d.id, recipient=name, state=state_of(d)) for d, name in rows],
@@ -252,11 +253,8 @@ def send_message(
     recipient_ids = [r for r, _, _ in recipients]
     jobs = [Job(str(row["id"]), 1, "publish") for row in rows if row["publish_count"]]
     uow.after_commit(_accepted(message.id, thread.id, len(rows), len(jobs)))
-    if uow.hooks is not None:
-        hooks = uow.hooks
-        uow.after_commit(lambda: hooks.inbox_changed(recipient_ids))
-        if jobs:
-            uow.after_commit(lambda: hooks.publish(jobs))
+    uow.wake(recipient_ids)
+    uow.enqueue(*jobs)
     return SendResult(
         message=to_read(message, caller.username),
         deliveries=[
@@ -303,6 +301,7 @@ def _parse_since(since: str | None, uow: UnitOfWork) -> tuple[str | None, dateti
     return None, moment
 
 
+@mostly_reads
 def history(
     uow: UnitOfWork,
     caller: Caller,
@@ -337,6 +336,7 @@ def history(
     return History(items=_reads(uow, page), next_cursor=next_cursor)
 
 
+@mostly_reads
 def read_message(uow: UnitOfWork, caller: Caller, ident: str) -> MessageWithDelivery:
     """One message with its full body, by message id or the caller's delivery id. Stamps the
     caller's delivery fetched."""
@@ -374,7 +374,7 @@ def read_message(uow: UnitOfWork, caller: Caller, ident: str) -> MessageWithDeli
         ).first()
     if delivery is not None:
         deliveries.opened(uow, [delivery])
-    sender = threads.usernames(uow, [message.sender_id]).get(message.sender_id, "")
+    sender = agents.usernames(uow, [message.sender_id]).get(message.sender_id, "")
     return MessageWithDelivery(
         message=to_read(message, sender),
         delivery=deliveries.to_read(delivery, caller.username) if delivery else None,
@@ -392,7 +392,7 @@ def messages_with_receipts(uow: UnitOfWork, thread: Thread) -> list[MessageWithR
     by_message: dict[str, list[Delivery]] = {}
     for d in receipts:
         by_message.setdefault(d.message_id, []).append(d)
-    names = threads.usernames(
+    names = agents.usernames(
         uow, [m.sender_id for m in messages] + [d.recipient_id for d in receipts]
     )
     return [
@@ -405,3 +405,13 @@ def messages_with_receipts(uow: UnitOfWork, thread: Thread) -> list[MessageWithR
         )
         for m in messages
     ]
+
+
+@reads
+def get_thread(uow: UnitOfWork, caller: Caller, thread_id: str) -> ThreadDetail:
+    """One thread with its participants; the operator also gets every message with receipts."""
+    thread = threads.visible_thread(uow, caller, thread_id)
+    detail = threads.detail_of(uow, thread)
+    if caller.is_operator:
+        detail.messages = messages_with_receipts(uow, thread)
+    return detail

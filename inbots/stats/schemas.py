@@ -1,7 +1,7 @@
 from __future__ import annotations
 
+from inbots.dispatch.broker import BrokerState
 from inbots.kit.schema import Model, Timestamp
-from inbots.observability.probes import BrokerState
 
 
 class AgentCounts(Model):

@@ -19,12 +19,12 @@ from sqlalchemy.orm import Session
 from inbots.agents.models import KIND_AGENT, Agent
 from inbots.auth.service import Caller
 from inbots.config import Settings
-from inbots.db.uow import UnitOfWork
+from inbots.db.uow import UnitOfWork, reads
 from inbots.deliveries.models import Delivery, DeliveryAttempt
 from inbots.deliveries.state import STATES, state_filter, state_sql
+from inbots.dispatch.broker import broker_state
 from inbots.heartbeats.service import RENOTIFY, last_beat
 from inbots.kit.clock import utcnow
-from inbots.observability.probes import broker_state
 from inbots.stats.schemas import AgentCounts, Stats, ThreadCounts
 from inbots.threads.models import CLOSE_REQUESTED, CLOSED, OPEN, Thread
 
@@ -104,6 +104,7 @@ def agent_counts(
     return AgentCounts(total=total, active=active, never_connected=never, archived=archived)
 
 
+@reads
 def get_stats(uow: UnitOfWork, caller: Caller) -> Stats:
     caller.require_operator()
     # Before the queries: for GET /v1/stats the transaction has not begun yet, so no database

@@ -9,10 +9,11 @@ from datetime import datetime
 from sqlalchemy import Select, and_, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
+from inbots.agents import service as agents
 from inbots.agents.models import Agent
 from inbots.agents.service import check_username
 from inbots.auth.service import Caller
-from inbots.db.uow import UnitOfWork
+from inbots.db.uow import UnitOfWork, reads
 from inbots.deliveries.models import Delivery
 from inbots.errors import Conflict, Forbidden, Invalid, ThreadNotOpen, not_found
 from inbots.kit.clock import rfc3339, utcnow
@@ -64,17 +65,9 @@ def participants_of(uow: UnitOfWork, thread_ids: Iterable[str]) -> dict[str, lis
     return result
 
 
-def usernames(uow: UnitOfWork, agent_ids: Iterable[str]) -> dict[str, str]:
-    ids = set(agent_ids)
-    if not ids:
-        return {}
-    rows = uow.session.execute(select(Agent.id, Agent.username).where(Agent.id.in_(ids))).all()
-    return {agent_id: username for agent_id, username in rows}
-
-
 def to_reads(uow: UnitOfWork, threads: Sequence[Thread]) -> list[ThreadRead]:
     people = participants_of(uow, (t.id for t in threads))
-    names = usernames(uow, (t.opened_by_id for t in threads))
+    names = agents.usernames(uow, (t.opened_by_id for t in threads))
     return [
         ThreadRead(
             id=t.id,
@@ -163,6 +156,7 @@ def open_thread(
     return to_reads(uow, [thread])[0]
 
 
+@reads
 def list_threads(
     uow: UnitOfWork, caller: Caller, status: str | None = None, limit: object = None
 ) -> list[ThreadRead]:
@@ -170,6 +164,7 @@ def list_threads(
     return thread_page(uow, caller, status, limit).items
 
 
+@reads
 def thread_page(
     uow: UnitOfWork,
     caller: Caller,
@@ -224,16 +219,16 @@ def _after(cursor: str | None) -> tuple[datetime, str] | None:
     return at, last_id
 
 
+@reads
 def get_thread(uow: UnitOfWork, caller: Caller, thread_id: str) -> ThreadDetail:
-    """One thread with its participants; the operator also gets every message with receipts."""
-    from inbots.messages.service import messages_with_receipts  # messages build on threads
+    """One thread with its participants (the messages, for the operator, are added by
+    :func:`inbots.messages.service.get_thread`)."""
+    return detail_of(uow, visible_thread(uow, caller, thread_id))
 
-    thread = visible_thread(uow, caller, thread_id)
-    read = to_reads(uow, [thread])[0]
-    detail = ThreadDetail(**read.model_dump())
-    if caller.is_operator:
-        detail.messages = messages_with_receipts(uow, thread)
-    return detail
+
+def detail_of(uow: UnitOfWork, thread: Thread) -> ThreadDetail:
+    """A thread the caller may see, with its participants."""
+    return ThreadDetail(**to_reads(uow, [thread])[0].model_dump())
 
 
 def add_participant(
@@ -315,9 +310,3 @@ def dismiss_close(uow: UnitOfWork, caller: Caller, thread_id: str) -> ThreadRead
     thread.status = OPEN
     uow.session.flush()
     return to_reads(uow, [thread])[0]
-
-
-def touch_activity(uow: UnitOfWork, thread_id: str) -> None:
-    uow.session.execute(
-        update(Thread).where(Thread.id == thread_id).values(last_activity_at=utcnow())
-    )

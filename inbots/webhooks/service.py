@@ -12,39 +12,12 @@ from datetime import timedelta
 from inbots.agents.models import Agent
 from inbots.agents.service import find_agent
 from inbots.auth.service import Caller
-from inbots.config import Settings
-from inbots.db.uow import UnitOfWork
-from inbots.errors import NotFound, WebhookUrlRejected
+from inbots.db.uow import UnitOfWork, reads
+from inbots.errors import NotFound
 from inbots.kit.clock import utcnow
-from inbots.webhooks import signing, url_policy
+from inbots.webhooks import signing
+from inbots.webhooks.endpoint import apply_url, check_url, to_read
 from inbots.webhooks.schemas import WebhookRead
-
-
-def check_url(url: object, settings: Settings, field: str = "url") -> str:
-    """The URL policy at registration time; 422 ``webhook_url_rejected`` naming the field."""
-    try:
-        return url_policy.resolve(url, settings.webhook_allow_private).url
-    except url_policy.RejectedURL as exc:
-        raise WebhookUrlRejected(str(exc), field=field) from None
-
-
-def to_read(agent: Agent) -> WebhookRead:
-    assert agent.webhook_url and agent.webhook_secret
-    expires = agent.webhook_previous_secret_expires_at
-    if expires is not None and expires <= utcnow():
-        expires = None
-    return WebhookRead(
-        url=agent.webhook_url,
-        signing_secret=agent.webhook_secret,
-        previous_secret_expires_at=expires,
-    )
-
-
-def apply_url(agent: Agent, url: str) -> None:
-    """Point the agent's webhook at ``url`` (already checked), minting a secret if it has none."""
-    agent.webhook_url = url
-    if not agent.webhook_secret:
-        agent.webhook_secret = signing.new_secret()
 
 
 def _target(uow: UnitOfWork, caller: Caller, agent_ref: str | None) -> Agent:
@@ -70,6 +43,7 @@ def set_webhook(uow: UnitOfWork, caller: Caller, agent_ref: str | None, url: obj
     return to_read(agent)
 
 
+@reads
 def get_webhook(uow: UnitOfWork, caller: Caller, agent_ref: str | None) -> WebhookRead:
     """The URL and secret; 404 when the agent has no webhook."""
     return to_read(_existing(_target(uow, caller, agent_ref)))

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from inbots.agents.models import KIND_OPERATOR, OPERATOR_USERNAME, Agent
 from inbots.auth.service import Caller
 from inbots.auth.sessions import end_sessions_of_token
-from inbots.db.uow import UnitOfWork
+from inbots.db.uow import UnitOfWork, reads
 from inbots.errors import Conflict, Invalid, NotFound
 from inbots.kit import tokens
 from inbots.kit.clock import utcnow
@@ -135,6 +135,7 @@ def create_operator_token(
     return OperatorTokenCreated(id=row.id, label=label, token=token, created_at=row.created_at)
 
 
+@reads
 def list_operator_tokens(uow: UnitOfWork, caller: Caller) -> list[OperatorTokenRead]:
     """Every operator token of the workspace, revoked ones included, oldest first; never the
     token itself. ``current`` marks the one making this call."""

@@ -6,14 +6,14 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from inbots.deliveries.renotify import sweep
-from inbots.jobs import RENOTIFY_TASK
+from inbots.dispatch.jobs import RENOTIFY_TASK
 from workers.app import app
-from workers.tasks.notify import publish_jobs
-from workers.tasks.runtime import engine
+from workers.tasks.runtime import engine, publisher
 
 
 @app.task(name=RENOTIFY_TASK)
 def renotify_task() -> dict[str, int]:
     """One renotify run; returns what it did."""
     current = engine()
-    return asdict(sweep(current.db, current.settings, publish_jobs, limiter=current.limiter))
+    report = sweep(current.db, current.settings, publisher().publish, limiter=current.limiter)
+    return asdict(report)

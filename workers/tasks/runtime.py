@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import threading
 
-import redis
-
 from inbots.config import get_settings
-from inbots.db.engine import Database
-from inbots.deliveries.limiter import RedisLimiter
-from inbots.deliveries.notify import Engine, make_client
+from inbots.deliveries.engine import worker_engine
+from inbots.deliveries.notify import Engine
+from inbots.dispatch.publisher import CeleryPublisher
+from workers.app import app
 
 _lock = threading.Lock()
 _engine: Engine | None = None
+_publisher: CeleryPublisher | None = None
 
 
 def engine() -> Engine:
@@ -22,12 +22,16 @@ def engine() -> Engine:
     if _engine is None:
         with _lock:
             if _engine is None:
-                settings = get_settings()
-                client = redis.Redis.from_url(settings.broker_url, socket_timeout=3)
-                limiter = RedisLimiter(
-                    client,
-                    settings.webhook_max_in_flight_per_url,
-                    ttl_seconds=settings.inflight_lease_seconds,
-                )
-                _engine = Engine(Database(settings), settings, make_client(settings), limiter)
+                _engine = worker_engine(get_settings())
     return _engine
+
+
+def publisher() -> CeleryPublisher:
+    """Publishes through the worker's own app (Celery's patient connection defaults), with the
+    same failure handling and metric as a web process."""
+    global _publisher
+    if _publisher is None:
+        with _lock:
+            if _publisher is None:
+                _publisher = CeleryPublisher(app, fail_fast=False)
+    return _publisher

@@ -18,13 +18,13 @@ def register_agent(ctx: OperatorCtx, body: AgentCreate) -> AgentCreated:
 @router.get("/agents", response_model=AgentList)
 def list_agents(ctx: OperatorCtx) -> AgentList:
     """Every agent of the workspace, archived ones included."""
-    return AgentList(items=ctx.run(service.list_agents, readonly=True))
+    return AgentList(items=ctx.run(service.list_agents))
 
 
 @router.get("/agents/{id_or_username}", response_model=AgentRead)
 def get_agent(ctx: OperatorCtx, id_or_username: str) -> AgentRead:
     """One agent by id or username."""
-    return ctx.run(service.get_agent, id_or_username, readonly=True)
+    return ctx.run(service.get_agent, id_or_username)
 
 
 @router.post("/agents/{id_or_username}/archive", response_model=AgentRead)
@@ -36,11 +36,11 @@ def archive_agent(ctx: OperatorCtx, id_or_username: str) -> AgentRead:
 @router.get("/me", response_model=AgentRead)
 def me(ctx: AgentCtx) -> AgentRead:
     """The calling agent."""
-    return ctx.run(service.me, readonly=True)
+    return ctx.run(service.me)
 
 
 @router.get("/directory", response_model=Directory)
 def directory(ctx: Ctx, query: str | None = None, active: str | None = None) -> Directory:
     """Other agents of the workspace that can receive mail, most recently active first."""
     active_only = (active or "").lower() in ("1", "true", "yes")
-    return Directory(items=ctx.run(service.directory, query, active_only, readonly=True))
+    return Directory(items=ctx.run(service.directory, query, active_only))

@@ -26,14 +26,13 @@ def list_deliveries(
         thread=thread,
         limit=limit,
         cursor=cursor,
-        readonly=True,
     )
 
 
 @router.get("/deliveries/{delivery_id}", response_model=DeliveryDetail)
 def get_delivery(ctx: OperatorCtx, delivery_id: str) -> DeliveryDetail:
     """One receipt with its attempt log."""
-    return ctx.run(service.get_delivery, delivery_id, readonly=True)
+    return ctx.run(service.get_delivery, delivery_id)
 
 
 @router.post("/deliveries/{delivery_id}/redeliver", status_code=202, response_model=DeliveryRead)

@@ -14,8 +14,8 @@ from sqlalchemy import text
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.db.outage import outage
+from inbots.dispatch.broker import broker_state
 from inbots.errors import ServiceUnavailable
-from inbots.observability.probes import broker_state
 
 router = APIRouter(tags=["health"])
 

@@ -6,7 +6,7 @@ from starlette.concurrency import run_in_threadpool
 
 from inbots.errors import Forbidden, Unauthorized
 from inbots.kit.tokens import hash_token, matches
-from inbots.observability.metrics import render
+from inbots.stats.metrics import render
 
 router = APIRouter(tags=["health"])
 

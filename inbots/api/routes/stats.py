@@ -13,4 +13,4 @@ router = APIRouter(tags=["stats"], route_class=AuthFirstRoute)
 def get_stats(ctx: OperatorCtx) -> Stats:
     """Deliveries by derived state, agents active and never connected, threads by status, the
     oldest stalled delivery's age and the failures of the last hour."""
-    return ctx.run(service.get_stats, readonly=True)
+    return ctx.run(service.get_stats)

@@ -34,13 +34,13 @@ def list_threads(
 ) -> ThreadPage:
     """Agents: threads they are in that are not closed. Operator: every thread (``?status=``).
     Most recent activity first; follow ``next_cursor`` for more."""
-    return ctx.run(service.thread_page, status, limit, cursor, readonly=True)
+    return ctx.run(service.thread_page, status, limit, cursor)
 
 
 @router.get("/threads/{thread_id}", response_model=ThreadDetail, response_model_exclude_none=False)
 def get_thread(ctx: Ctx, thread_id: str) -> ThreadDetail:
     """One thread with its participants; for the operator, every message with its receipts."""
-    return ctx.run(service.get_thread, thread_id, readonly=True)
+    return ctx.run(messages.get_thread, thread_id)
 
 
 @router.post("/threads/{thread_id}/participants", response_model=ThreadRead)
@@ -92,7 +92,7 @@ def thread_history(
     cursor: str | None = None,
 ) -> History:
     """History with full bodies, oldest first. Stamps the caller's deliveries fetched."""
-    return ctx.run(messages.history, thread_id, since, limit, cursor, mostly_reads=True)
+    return ctx.run(messages.history, thread_id, since, limit, cursor)
 
 
 @router.post("/threads/{thread_id}/close-request", status_code=202, response_model=ThreadRead)

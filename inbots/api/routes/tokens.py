@@ -25,7 +25,7 @@ def create_token(ctx: OperatorCtx, body: OperatorTokenCreate | None = None) -> O
 @router.get("/tokens", response_model=OperatorTokenList)
 def list_tokens(ctx: OperatorCtx) -> OperatorTokenList:
     """Every operator token of the workspace, revoked ones included; never the token itself."""
-    return OperatorTokenList(items=ctx.run(service.list_operator_tokens, readonly=True))
+    return OperatorTokenList(items=ctx.run(service.list_operator_tokens))
 
 
 @router.delete("/tokens/{token_id}", status_code=204)

@@ -18,7 +18,7 @@ def set_agent_webhook(ctx: OperatorCtx, id_or_username: str, body: WebhookSet) -
 @router.get("/agents/{id_or_username}/webhook", response_model=WebhookRead)
 def get_agent_webhook(ctx: OperatorCtx, id_or_username: str) -> WebhookRead:
     """The agent's webhook URL and signing secret; 404 when it has none."""
-    return ctx.run(service.get_webhook, id_or_username, readonly=True)
+    return ctx.run(service.get_webhook, id_or_username)
 
 
 @router.delete("/agents/{id_or_username}/webhook", status_code=204)
@@ -43,7 +43,7 @@ def set_my_webhook(ctx: AgentCtx, body: WebhookSet) -> WebhookRead:
 @router.get("/me/webhook", response_model=WebhookRead)
 def get_my_webhook(ctx: AgentCtx) -> WebhookRead:
     """Your webhook URL and signing secret; 404 when you have none."""
-    return ctx.run(service.get_webhook, None, readonly=True)
+    return ctx.run(service.get_webhook, None)
 
 
 @router.delete("/me/webhook", status_code=204)

@@ -1,23 +1,63 @@
-"""What the edges do after a commit: wake long-polls and publish notify jobs.
+"""Long-poll wake-ups: a waiting request sleeps on an asyncio event, not on a thread or a
+database connection, and a committed send sets that event.
 
-Services never reach for these directly; they register ``uow.after_commit`` callbacks that call
-the app's ``Hooks``, so nothing leaves the process before the data is durable. With a broker
-configured, wake-ups also travel to the other web processes over Redis pub/sub.
+In one process the hub is enough. With a broker configured, :class:`RedisRelay` also carries
+wake-ups between processes over Redis pub/sub, so a send on one web process wakes a wait on
+another.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-from inbots.jobs import Job, Publisher
-from inbots.wakeups import WakeupHub
+import redis
 
 log = logging.getLogger(__name__)
+
+
+class WakeupHub:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = (
+            defaultdict(set)
+        )
+
+    @contextmanager
+    def listen(self, key: str) -> Iterator[asyncio.Event]:
+        """Register interest in ``key`` for the duration of the block (call from the event loop)."""
+        entry = (asyncio.get_running_loop(), asyncio.Event())
+        with self._lock:
+            self._waiters[key].add(entry)
+        try:
+            yield entry[1]
+        finally:
+            with self._lock:
+                waiters = self._waiters.get(key)
+                if waiters is not None:
+                    waiters.discard(entry)
+                    if not waiters:
+                        del self._waiters[key]
+
+    def notify(self, keys: Iterable[str]) -> None:
+        """Wake every listener of these keys; safe to call from any thread."""
+        with self._lock:
+            entries = [e for k in set(keys) for e in self._waiters.get(k, ())]
+        for loop, event in entries:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(event.set)
+
+    def listening(self) -> int:
+        with self._lock:
+            return sum(len(v) for v in self._waiters.values())
+
 
 CHANNEL = "inbots:inbox-changed"
 
@@ -27,8 +67,6 @@ class RedisRelay:
     long-poll answers at its timeout instead of at once, and the mail is still there."""
 
     def __init__(self, url: str, hub: WakeupHub) -> None:
-        import redis
-
         self.hub = hub
         self.client: Any = redis.Redis.from_url(url, socket_timeout=3, socket_connect_timeout=3)
         self._stop = threading.Event()
@@ -64,20 +102,3 @@ class RedisRelay:
                 if pubsub is not None:
                     with contextlib.suppress(Exception):
                         pubsub.close()
-
-
-class Hooks:
-    def __init__(self, publisher: Publisher | None = None, relay: RedisRelay | None = None) -> None:
-        self.wakeups = relay.hub if relay else WakeupHub()
-        self.publisher = publisher
-        self.relay = relay
-
-    def inbox_changed(self, agent_ids: Iterable[str]) -> None:
-        ids = list(agent_ids)
-        self.wakeups.notify(ids)
-        if self.relay is not None:
-            self.relay.send(ids)
-
-    def publish(self, jobs: Sequence[Job]) -> None:
-        if self.publisher is not None:
-            self.publisher.publish(jobs)

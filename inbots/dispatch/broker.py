@@ -13,7 +13,7 @@ from typing import Literal
 import redis
 
 from inbots.config import Settings
-from inbots.jobs import NOTIFY_QUEUE, RETRY_QUEUE, SWEEP_QUEUE
+from inbots.dispatch.jobs import QUEUES
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def queue_depths(settings: Settings) -> dict[str, int] | None:
     try:
         client = _client(settings)
         try:
-            return {q: int(client.llen(q)) for q in (NOTIFY_QUEUE, RETRY_QUEUE, SWEEP_QUEUE)}
+            return {q: int(client.llen(q)) for q in QUEUES}
         finally:
             client.close()
     except (redis.RedisError, OSError, ValueError) as exc:

@@ -1,7 +1,8 @@
-"""The embedded default's broker: the same :func:`notify` and :func:`sweep` the Celery tasks wrap,
-reached through two thread pools (first attempts, and retries, so a dead receiver's retries never
-queue in front of new mail) and a timer for countdowns and the renotify schedule. Jobs a notify
-run wakes (parked deliveries whose URL has a slot free again) go to the pool of their lane.
+"""The embedded default's broker: the same ``notify`` and ``sweep`` functions the Celery tasks
+wrap (handed in by :mod:`inbots.deliveries.engine`), reached through two thread pools (first
+attempts, and retries, so a dead receiver's retries never queue in front of new mail) and a timer
+for countdowns and the renotify schedule. Jobs a notify run wakes (parked deliveries whose URL has
+a slot free again) go to the pool of their lane.
 
 Jobs live in memory only. That is safe because the database is the source of truth: after a
 restart the renotify sweep finds every publish that was in flight and publishes it again.
@@ -18,17 +19,27 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from inbots.deliveries.notify import Engine, notify
-from inbots.deliveries.renotify import sweep
-from inbots.jobs import Job
+from inbots.config import Settings
+from inbots.dispatch.follow import follow_up
+from inbots.dispatch.jobs import Job, Publisher, Result
 
 log = logging.getLogger(__name__)
 
 
 class LocalDispatcher:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        workers = engine.settings.embedded_workers
+    """A :class:`~inbots.dispatch.publisher.Publisher` that runs ``run(job)`` on its own threads,
+    and ``sweep(self)`` every ``INBOTS_RENOTIFY_INTERVAL_SECONDS``."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        run: Callable[[Job], Result],
+        sweep: Callable[[Publisher], object],
+    ) -> None:
+        self.settings = settings
+        self._run_job = run
+        self._sweep_once = sweep
+        workers = settings.embedded_workers
         self._first = ThreadPoolExecutor(workers, thread_name_prefix="inbots-notify")
         self._retries = ThreadPoolExecutor(max(2, workers // 2), thread_name_prefix="inbots-retry")
         self._sweeper = ThreadPoolExecutor(1, thread_name_prefix="inbots-renotify")
@@ -37,20 +48,19 @@ class LocalDispatcher:
         self._cond = threading.Condition()
         self._stopping = False
         self._thread = threading.Thread(target=self._timer_loop, name="inbots-timer", daemon=True)
-        self.sweeps = 0
 
     # Publisher -----------------------------------------------------------------------------
     def publish(self, jobs: Sequence[Job]) -> None:
         for job in jobs:
-            self._submit(job, retry=job.retry)
+            self._submit(job)
 
-    def later(self, job: Job, countdown: float, *, retry: bool) -> None:
-        self._at(countdown, lambda: self._submit(job, retry=retry))
+    def later(self, job: Job, countdown: float) -> None:
+        self._at(countdown, lambda: self._submit(job))
 
     # Life cycle ----------------------------------------------------------------------------
     def start(self) -> None:
         self._thread.start()
-        self._at(min(1.0, self.engine.settings.renotify_interval_seconds), self._sweep)
+        self._at(min(1.0, self.settings.renotify_interval_seconds), self._sweep)
 
     def stop(self) -> None:
         with self._cond:
@@ -62,33 +72,30 @@ class LocalDispatcher:
         self._sweeper.shutdown(wait=False, cancel_futures=True)
 
     # Internals -----------------------------------------------------------------------------
-    def _submit(self, job: Job, *, retry: bool) -> None:
-        pool = self._retries if retry else self._first
+    def _submit(self, job: Job) -> None:
+        pool = self._retries if job.retry else self._first
         # Shutting down refuses new work; the sweep after the next start picks the job up.
         with contextlib.suppress(RuntimeError):
-            pool.submit(self._run, job, retry)
+            pool.submit(self._run, job)
 
-    def _run(self, job: Job, retry: bool) -> None:
+    def _run(self, job: Job) -> None:
         try:
-            result = notify(self.engine, job)
+            result = self._run_job(job)
         except Exception:
             log.exception(
                 "notify failed; the renotify sweep will try again",
                 extra={"delivery_id": job.delivery_id},
             )
             return
-        self.publish(result.wake)  # parked deliveries whose URL has a slot free again
-        if result.countdown is not None:
-            self.later(job, result.countdown, retry=retry or result.outcome == "retry")
+        follow_up(self, job, result)
 
     def _sweep(self) -> None:
         try:
-            sweep(self.engine.db, self.engine.settings, self.publish, limiter=self.engine.limiter)
-            self.sweeps += 1
+            self._sweep_once(self)
         except Exception:
             log.exception("renotify sweep failed")
         finally:
-            self._at(self.engine.settings.renotify_interval_seconds, self._sweep)
+            self._at(self.settings.renotify_interval_seconds, self._sweep)
 
     def _at(self, delay: float, fn: Callable[[], None]) -> None:
         with self._cond:

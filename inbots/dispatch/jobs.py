@@ -1,0 +1,58 @@
+"""What travels: a job, what running one says should happen next, who carries it (a
+:class:`Publisher`), and the names on the broker."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+NOTIFY_TASK = "delivery.notify"
+RENOTIFY_TASK = "delivery.renotify"
+NOTIFY_QUEUE = "notify"
+RETRY_QUEUE = "notify-retry"
+SWEEP_QUEUE = "sweep"
+QUEUES = (NOTIFY_QUEUE, RETRY_QUEUE, SWEEP_QUEUE)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One publish of one delivery: which delivery, which publish of it, and why. ``retry`` routes
+    it to the retry lane (the publish has had an attempt already); it is not part of the message.
+    """
+
+    delivery_id: str
+    publish: int
+    trigger: str = "publish"
+    retry: bool = False
+
+    def as_args(self) -> list[Any]:
+        """The task's arguments on the broker (JSON)."""
+        return [self.delivery_id, self.publish, self.trigger]
+
+    @property
+    def queue(self) -> str:
+        return RETRY_QUEUE if self.retry else NOTIFY_QUEUE
+
+
+@dataclass(frozen=True)
+class Result:
+    """What one run of a job says should happen next.
+
+    ``outcome``: notified, retry, failed, skipped, parked or busy. ``countdown``: run the job
+    again after this many seconds (retry; busy: another attempt holds the delivery, or its retry
+    is due later). ``wake``: jobs of parked deliveries to publish now, a slot of their URL being
+    free (each on its lane)."""
+
+    outcome: str
+    countdown: float | None = None
+    reason: str | None = None
+    wake: tuple[Job, ...] = ()
+
+
+class Publisher(Protocol):
+    def publish(self, jobs: Sequence[Job]) -> None:
+        """Hand jobs over, each on its lane (``Job.queue``); must not raise."""
+
+    def later(self, job: Job, countdown: float) -> None:
+        """Run ``job`` again after ``countdown`` seconds, on its lane; must not raise."""

@@ -1,0 +1,136 @@
+"""The scrape-time gauges of ``/metrics``: the state of this installation, read when Prometheus
+asks, so every web process reports the same truth.
+
+From the database (:class:`DatabaseCollector`): deliveries by derived state, the oldest stalled
+and not-yet-notified ages, agents, and when the renotify sweep last ran (its heartbeat, written by
+whichever process ran it); from the broker (:class:`BrokerCollector`): whether it answers and its
+queue depths. Each source is read on its own, so one that is down still lets the other report.
+The event counters come from :mod:`inbots.observability.metrics`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from inbots.config import Settings
+from inbots.db.engine import Database
+from inbots.dispatch.broker import queue_depths
+from inbots.heartbeats.service import RENOTIFY, last_beat
+from inbots.kit.clock import utcnow
+from inbots.observability.metrics import events
+from inbots.stats.service import agent_counts, delivery_counts, oldest, seconds_since
+
+log = logging.getLogger(__name__)
+
+
+class DatabaseCollector(Collector):
+    """Gauges read at scrape time, across every workspace of this installation."""
+
+    def __init__(self, db: Database, settings: Settings) -> None:
+        self.db = db
+        self.settings = settings
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        now = utcnow()
+        with self.db.engine.execution_options(inbots_readonly=True).connect() as conn:
+            counts = delivery_counts(conn, None)
+            counts.pop("total")
+            ages = oldest(conn, None)
+            agents_now = agent_counts(conn, None, self.settings, now)
+            swept = last_beat(conn, RENOTIFY)
+
+        by_state = GaugeMetricFamily(
+            "inbots_deliveries", "Deliveries by derived state.", labels=["state"]
+        )
+        for name, n in counts.items():
+            by_state.add_metric([name], n)
+        yield by_state
+        yield GaugeMetricFamily(
+            "inbots_deliveries_stalled", "Stalled deliveries.", counts["stalled"]
+        )
+        yield GaugeMetricFamily(
+            "inbots_deliveries_failed_now", "Failed deliveries not acknowledged.", counts["failed"]
+        )
+        yield GaugeMetricFamily(
+            "inbots_oldest_stalled_seconds",
+            "How long the longest-stuck stalled delivery has not moved (0: none).",
+            seconds_since(now, ages.oldest_stalled) or 0.0,
+        )
+        yield GaugeMetricFamily(
+            "inbots_oldest_unnotified_seconds",
+            "Age of the oldest webhook notification still owed (0: none).",
+            seconds_since(now, ages.oldest_unnotified) or 0.0,
+        )
+        agents = GaugeMetricFamily("inbots_agents", "Agents not archived.", labels=["status"])
+        agents.add_metric(["active"], agents_now.active)
+        agents.add_metric(["never_connected"], agents_now.never_connected)
+        yield agents
+        if swept is not None:  # never swept: absent, rather than an age that means nothing
+            yield GaugeMetricFamily(
+                "inbots_renotify_last_run_timestamp_seconds",
+                "When the renotify sweep last finished a run (Unix time), whichever process ran "
+                "it.",
+                swept.timestamp(),
+            )
+            yield GaugeMetricFamily(
+                "inbots_renotify_last_run_age_seconds",
+                "Seconds since the renotify sweep last finished a run; absent if it never has.",
+                seconds_since(now, swept) or 0.0,
+            )
+
+
+class BrokerCollector(Collector):
+    """Whether the broker answers and the jobs waiting in its queues (with a broker only)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        depth = queue_depths(self.settings)
+        yield GaugeMetricFamily(
+            "inbots_broker_up", "The broker answered this scrape.", 0 if depth is None else 1
+        )
+        if depth is not None:
+            queues = GaugeMetricFamily(
+                "inbots_notify_queue_depth", "Jobs waiting in the broker.", labels=["queue"]
+            )
+            for queue, n in depth.items():
+                queues.add_metric([queue], n)
+            yield queues
+
+
+def render(db: Database, settings: Settings) -> bytes:
+    """The exposition text: this process's event counters, the database's gauges, then the
+    broker's and the settings the alert rules compare with."""
+    scrape = CollectorRegistry(auto_describe=False)
+    scrape.register(DatabaseCollector(db, settings))
+    try:
+        state, up = generate_latest(scrape), 1
+    except Exception as exc:  # a scrape must still answer (and say the database is down)
+        log.warning("metrics could not read the database: %s", type(exc).__name__)
+        state, up = b"", 0
+    health = CollectorRegistry(auto_describe=False)
+    health.register(_Constant("inbots_database_up", "The database answered this scrape.", up))
+    health.register(
+        _Constant(
+            "inbots_renotify_interval_seconds",
+            "INBOTS_RENOTIFY_INTERVAL_SECONDS: how often the renotify sweep should run.",
+            settings.renotify_interval_seconds,
+        )
+    )
+    if not settings.embedded:
+        health.register(BrokerCollector(settings))
+    return events() + state + generate_latest(health)
+
+
+class _Constant(Collector):
+    def __init__(self, name: str, doc: str, value: float) -> None:
+        self.family = GaugeMetricFamily(name, doc, value)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield self.family
