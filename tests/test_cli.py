@@ -346,6 +346,7 @@ HOOKED = "watcher-of-stalled-deliveries-03"
 LONG_TITLE = "Plan the release of version two with every reviewer and the implementer, in full"
 # A tab, a line break, a backslash and a leading quote: what a tsv writer must not let through.
 AWKWARD_TITLE = '"Quoted" plan\twith a tab,\na line break and a back\\slash'
+LONG_BODY = "Friday, with cake. " + " ".join(f"step-{n}" for n in range(60))
 AT_80 = {"COLUMNS": "80"}  # what a pipe gets without COLUMNS: Rich then assumes 80
 
 LISTS = {  # command -> (API path, the fields each line must hold whole)
@@ -363,7 +364,7 @@ def long_workspace(api: Api) -> None:
     hook = f"http://127.0.0.1:9/hooks/{HOOKED}/notifications-for-the-whole-team"
     api.ok("POST", "/agents", 201, json={"name": HOOKED, "webhook_url": hook})
     thread = api.open_thread(LONG_TITLE, list(LONG_NAMES))
-    api.send(thread["id"], "Friday, with cake.")
+    api.send(thread["id"], LONG_BODY)
     api.open_thread(AWKWARD_TITLE, [LONG_NAMES[0]])
     api.ok("POST", "/tokens", 201, json={"label": "the-continuous-integration-runner-of-team-b"})
 
@@ -450,7 +451,9 @@ def test_show_commands_never_wrap_when_piped_and_speak_tsv_and_json(api: Api) ->
 
     thread = next(t for t in api.ok("GET", "/threads")["items"] if t["title"] == LONG_TITLE)
     receipts = api.ok("GET", f"/threads/{thread['id']}")["messages"][0]["deliveries"]
-    lines = ok_at(api, "threads", "show", thread["id"]).stdout.splitlines()
+    shown = ok_at(api, "threads", "show", thread["id"]).stdout
+    assert all(word in shown for word in LONG_BODY.split())  # wrapped, not cut at the border
+    lines = shown.splitlines()
     for receipt in receipts:
         (line,) = [line for line in lines if receipt["id"] in line]
         assert receipt["recipient"] in line and receipt["state"] in line

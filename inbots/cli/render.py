@@ -171,11 +171,12 @@ def fields(rows: Iterable[tuple[str, Any]]) -> Table:
 
 
 class Prose:
-    """Text to read, like a message body: it wraps to the width it is given and never asks for
-    more, so off a terminal a long paragraph does not stretch the page its tables set."""
+    """Text to read, like a message body: it wraps to the width it is given (where the console's
+    soft wrap would crop it, inside a panel) and never asks for more, so off a terminal a long
+    paragraph does not stretch the page its tables set."""
 
-    def __init__(self, text: Text) -> None:
-        self.text = text
+    def __init__(self, text: str, style: str = "") -> None:
+        self.text = Text(text, style=style, no_wrap=False, overflow="fold")
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield self.text

@@ -145,8 +145,8 @@ def thread_view(t: Json) -> Group:
 def message_panel(m: Json) -> Panel:
     parts: list[RenderableType] = []
     if m.get("summary"):
-        parts.append(Prose(Text(m["summary"], style="italic")))
-    parts.append(Prose(Text(m["body"])))
+        parts.append(Prose(m["summary"], style="italic"))
+    parts.append(Prose(m["body"]))
     if m.get("deliveries"):
         receipts = table(["id", "recipient", "state", "notified", "delivered", "fetched", "acked"])
         for d in m["deliveries"]:
