@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from contextlib import suppress
 from typing import Annotated
@@ -15,7 +16,7 @@ from rich.text import Text
 from inbots.cli import views
 from inbots.cli.client import EXIT_UNREACHABLE, Client, CliError
 from inbots.cli.options import Operator, operator_command
-from inbots.cli.render import out, print_human
+from inbots.cli.render import on_terminal, out, print_human
 
 
 # No request spinner: the view has its own, and two live displays would fight.
@@ -28,27 +29,40 @@ def watch(
     once: Annotated[bool, typer.Option(help="Render one frame and exit.")] = False,
 ) -> None:
     """A live view of recent deliveries and the counters; stalled rows yellow, failed red.
-    Ctrl-C stops it."""
+    Ctrl-C stops it. When stdout is not a terminal, one frame after another (like top -b)."""
     if once:
         print_human(frame(op.api, state, limit))
         return
     with suppress(KeyboardInterrupt):  # Ctrl-C is the normal way out
-        watch_live(op.api, interval, state, limit)
+        if on_terminal():
+            watch_live(op.api, interval, state, limit)
+        else:
+            watch_frames(op.api, interval, state, limit)
 
 
 def watch_live(api: Client, interval: float, state: str | None, limit: int) -> None:
     header = Spinner("dots", text=Text(f"watching {api.url} (every {interval:g} s; Ctrl-C stops)"))
     with Live(console=out, refresh_per_second=8) as live:
         while True:
-            try:
-                shown: RenderableType = frame(api, state, limit)
-            except CliError as exc:
-                if exc.exit_code != EXIT_UNREACHABLE:
-                    raise
-                # A server restart should not end the watch: say so and keep trying.
-                shown = Text(f"{exc.format_message()} — retrying", style="red")
-            live.update(Group(header, shown))
+            live.update(Group(header, frame_or_outage(api, state, limit)))
             time.sleep(interval)
+
+
+def watch_frames(api: Client, interval: float, state: str | None, limit: int) -> None:
+    while True:
+        print_human(frame_or_outage(api, state, limit))
+        sys.stdout.flush()
+        time.sleep(interval)
+
+
+def frame_or_outage(api: Client, state: str | None, limit: int) -> RenderableType:
+    try:
+        return frame(api, state, limit)
+    except CliError as exc:
+        if exc.exit_code != EXIT_UNREACHABLE:
+            raise
+        # A server restart should not end the watch: say so and keep trying.
+        return Text(f"{exc.format_message()} — retrying", style="red")
 
 
 def frame(api: Client, state: str | None, limit: int) -> Group:
