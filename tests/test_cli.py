@@ -390,26 +390,28 @@ def tsv_rows(stdout: str) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(stdout), delimiter="\t"))
 
 
-@pytest.mark.parametrize("output", [None, "table", "tsv"])
-def test_piped_lists_print_one_line_per_row_with_every_cell_whole(
-    api: Api, output: str | None
-) -> None:
+def test_piped_lists_print_one_line_per_row_with_every_cell_whole(api: Api) -> None:
     long_workspace(api)
     for command, (path, whole) in LISTS.items():
         items = api.ok("GET", path)["items"]
-        assert items
-        args = (command, "list") + (("--output", output) if output else ())
-        lines = ok_at(api, *args).stdout.splitlines()
-        for item in items:
-            (line,) = [line for line in lines if item["id"] in line]
-            for field in whole:
-                assert item[field] is None or item[field] in line, (command, field, line)
-            if item.get("title") == LONG_TITLE:
-                assert LONG_TITLE in line
-        if output != "table":  # tsv: a header line, then exactly one line per item
-            assert len(lines) == len(items) + 1, (command, lines)
-    if output == "table":
-        assert "\t" not in ok_at(api, "threads", "list", "--output", "table").stdout
+        piped = ok_at(api, command, "list").stdout  # tsv, the default off a terminal
+        assert_one_line_per_item(piped, items, whole)
+        assert len(piped.splitlines()) == len(items) + 1  # a header line, then one per item
+        table = ok_at(api, command, "list", "--output", "table").stdout
+        assert_one_line_per_item(table, items, whole)
+        assert "\t" not in table
+
+
+def assert_one_line_per_item(
+    stdout: str, items: list[dict[str, Any]], whole: tuple[str, ...]
+) -> None:
+    lines = stdout.splitlines()
+    for item in items:
+        (line,) = [line for line in lines if item["id"] in line]
+        for field in whole:
+            assert item[field] is None or item[field] in line, (field, line)
+        if item.get("title") == LONG_TITLE:
+            assert LONG_TITLE in line
 
 
 def ok_at(api: Api, *args: str) -> Run:
@@ -422,24 +424,19 @@ def ok_at(api: Api, *args: str) -> Run:
 def test_lists_as_tsv_and_json(api: Api) -> None:
     long_workspace(api)
     for command, (path, _) in LISTS.items():
-        items = [steady(item) for item in api.ok("GET", path)["items"]]
+        answer = api.ok("GET", path)
+        items = [steady(item) for item in answer["items"]]
         as_tsv = ok_at(api, command, "list", "--output", "tsv").stdout
-        header = as_tsv.splitlines()[0].split("\t")
-        assert header == list(api.ok("GET", path)["items"][0])  # the API's names and order
+        assert as_tsv.splitlines()[0].split("\t") == list(answer["items"][0])  # API names, order
         rows = [steady(row) for row in tsv_rows(as_tsv)]
         assert rows == [{k: tsv_cell(v) for k, v in item.items()} for item in items]
-        piped = [steady(row) for row in tsv_rows(ok_at(api, command, "list").stdout)]
-        assert piped == rows  # piped, tsv is the default
-        answer = inbots(api, command, "list", "--output", "json").json()
-        assert [steady(item) for item in answer["items"]] == items
-        aliased = inbots(api, command, "list", "--json").json()
-        assert [steady(item) for item in aliased["items"]] == items
-
-    (awkward,) = [
-        r for r in tsv_rows(ok_at(api, "threads", "list").stdout) if "Quoted" in r["title"]
-    ]
-    assert awkward["title"] == tsv_cell(AWKWARD_TITLE)
-    assert awkward["participants"] == f"{LONG_NAMES[0]},operator"
+        as_json = inbots(api, command, "list", "--output", "json").json()
+        assert [steady(item) for item in as_json["items"]] == items
+        if command == "threads":
+            (awkward,) = [row for row in rows if "Quoted" in row["title"]]
+            assert awkward["title"] == tsv_cell(AWKWARD_TITLE)
+            assert awkward["participants"] == f"{LONG_NAMES[0]},operator"
+    assert inbots(api, "agents", "list", "--json").json() == api.ok("GET", "/agents")
 
 
 def test_show_commands_never_wrap_when_piped_and_speak_tsv_and_json(api: Api) -> None:

@@ -171,9 +171,9 @@ def fields(rows: Iterable[tuple[str, Any]]) -> Table:
 
 
 class Prose:
-    """Text to read, like a message body: it wraps to the width it is given (where the console's
-    soft wrap would crop it, inside a panel) and never asks for more, so off a terminal a long
-    paragraph does not stretch the page its tables set."""
+    """Text to read, like a message body: it wraps (and folds a word too long for a line) to the
+    width it is given, where the console's soft wrap would crop it inside a panel; and it asks
+    for no width, so off a terminal a long paragraph does not stretch the page its tables set."""
 
     def __init__(self, text: str, style: str = "") -> None:
         self.text = Text(text, style=style, no_wrap=False, overflow="fold")
@@ -182,8 +182,7 @@ class Prose:
         yield self.text
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
-        longest_word = Measurement.get(console, options, self.text).minimum
-        return Measurement(longest_word, longest_word)
+        return Measurement(1, 1)
 
 
 def plain(value: Any) -> str:
