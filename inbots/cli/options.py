@@ -109,8 +109,8 @@ def operator_command(
     def decorate(command: Callable[Concatenate[Operator, P], None]) -> Callable[..., None]:
         own = list(inspect.signature(command, eval_str=True).parameters.values())[1:]
         shared = [*CONNECTION, *(ANSWER if answers else ())]
-        clash = {p.name for p in own} & {p.name for p in shared}
-        assert not clash, f"{command.__name__} redeclares the shared {clash}"
+        if clash := {p.name for p in own} & {p.name for p in shared}:
+            raise TypeError(f"{command.__name__} declares the shared {sorted(clash)} again")
         call: Callable[..., None] = command
 
         @functools.wraps(command)
