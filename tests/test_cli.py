@@ -5,6 +5,8 @@ does (the API tests cover both backends)."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import signal
@@ -150,7 +152,9 @@ def test_threads_post_show_close_dismiss(api: Api) -> None:
     second = api.open_thread("Second", ["bob"])["id"]
     one = inbots(api, "threads", "list", "--limit", "1", "--json").json()
     assert [t["id"] for t in one["items"]] == [second] and one["next_cursor"]
-    assert "more: --all" in ok(api, "threads", "list", "--limit", "1").stdout
+    assert "more: --all" in ok(api, "threads", "list", "--limit", "1", "--output", "table").stdout
+    piped = ok(api, "threads", "list", "--limit", "1")  # tsv: the hint goes to stderr
+    assert len(piped.stdout.splitlines()) == 2 and "more: --all" in piped.stderr
     every = inbots(api, "threads", "list", "--limit", "1", "--all", "--json").json()
     assert [t["id"] for t in every["items"]] == [second, tid] and every["next_cursor"] is None
 
@@ -307,9 +311,12 @@ def test_tokens_create_list_revoke(api: Api) -> None:
     assert "shown once" in shown.stdout
     laptop_token = next(w for w in shown.stdout.split() if w.startswith("ops_"))
 
-    listed = ok(api, "tokens", "list")
+    listed = ok(api, "tokens", "list", "--output", "table")
     assert "ci" in listed.stdout and "laptop" in listed.stdout and "(this one)" in listed.stdout
     assert created["token"] not in listed.stdout and laptop_token not in listed.stdout
+    piped = tsv_rows(ok(api, "tokens", "list").stdout)
+    assert [(t["label"], t["current"]) for t in piped][1:] == [("ci", "false"), ("laptop", "false")]
+    assert created["token"] not in str(piped) and laptop_token not in str(piped)
     items = inbots(api, "tokens", "list", "--json").json()["items"]
     assert [t["label"] for t in items] == ["minted with the workspace", "ci", "laptop"]
 
@@ -327,3 +334,141 @@ def test_tokens_create_list_revoke(api: Api) -> None:
     assert_one_line_error(inbots(api, "tokens", "revoke", "otk_nope"), 4, "401")
     missing = inbots(api, "tokens", "revoke", "otk_nope", "--token", laptop_token)
     assert_one_line_error(missing, 1, "not_found", "404")
+
+
+# ---------------------------------------------------------------------------------------------
+# Output formats. Issue 9: at 80 columns `inbots agents list | cat` folded `implementer` onto two
+# lines, so grep and scripts broke. Piped output never wraps: lists print tab-separated values.
+
+# Names as long as a username may be (32), so an 80-column table would fold them.
+LONG_NAMES = ("implementer-of-the-release-plan1", "reviewer-of-every-migration-ok22")
+HOOKED = "watcher-of-stalled-deliveries-03"
+LONG_TITLE = "Plan the release of version two with every reviewer and the implementer, in full"
+# A tab, a line break, a backslash and a leading quote: what a tsv writer must not let through.
+AWKWARD_TITLE = '"Quoted" plan\twith a tab,\na line break and a back\\slash'
+LONG_BODY = "Friday, with cake. " + " ".join(f"step-{n}" for n in range(60))
+AT_80 = {"COLUMNS": "80"}  # what a pipe gets without COLUMNS: Rich then assumes 80
+
+LISTS = {  # command -> (API path, the fields each line must hold whole)
+    "agents": ("/agents", ("id", "username", "webhook_url")),
+    "threads": ("/threads", ("id", "opened_by")),
+    "deliveries": ("/deliveries", ("id", "recipient")),
+    "tokens": ("/tokens", ("id", "label")),
+}
+
+
+def long_workspace(api: Api) -> None:
+    """Agents, threads, deliveries and tokens whose cells are wider than an 80-column table."""
+    for name in LONG_NAMES:
+        api.agent(name, description="Implements and reviews the long release plan, step by step")
+    hook = f"http://127.0.0.1:9/hooks/{HOOKED}/notifications-for-the-whole-team"
+    api.ok("POST", "/agents", 201, json={"name": HOOKED, "webhook_url": hook})
+    thread = api.open_thread(LONG_TITLE, list(LONG_NAMES))
+    api.send(thread["id"], LONG_BODY)
+    api.open_thread(AWKWARD_TITLE, [LONG_NAMES[0]])
+    api.ok("POST", "/tokens", 201, json={"label": "the-continuous-integration-runner-of-team-b"})
+
+
+def tsv_cell(value: Any) -> str:
+    """What docs/cli.md promises a tsv cell is, written again independently."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(tsv_cell(v) for v in value)
+    text = str(value).replace("\\", "\\\\")
+    return text.replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def steady(record: dict[str, Any]) -> dict[str, Any]:
+    """A record less what moves between two calls (each call uses the operator token)."""
+    return {k: v for k, v in record.items() if k not in ("last_used_at", "last_seen_at")}
+
+
+def tsv_rows(stdout: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(stdout), delimiter="\t"))
+
+
+def test_piped_lists_print_one_line_per_row_with_every_cell_whole(api: Api) -> None:
+    long_workspace(api)
+    for command, (path, whole) in LISTS.items():
+        items = api.ok("GET", path)["items"]
+        piped = ok_at(api, command, "list").stdout  # tsv, the default off a terminal
+        assert_one_line_per_item(piped, items, whole)
+        assert len(piped.splitlines()) == len(items) + 1  # a header line, then one per item
+        table = ok_at(api, command, "list", "--output", "table").stdout
+        assert_one_line_per_item(table, items, whole)
+        assert "\t" not in table
+
+
+def assert_one_line_per_item(
+    stdout: str, items: list[dict[str, Any]], whole: tuple[str, ...]
+) -> None:
+    lines = stdout.splitlines()
+    for item in items:
+        (line,) = [line for line in lines if item["id"] in line]
+        for field in whole:
+            assert item[field] is None or item[field] in line, (field, line)
+        if item.get("title") == LONG_TITLE:
+            assert LONG_TITLE in line
+
+
+def ok_at(api: Api, *args: str) -> Run:
+    """Run with stdout to a pipe and an 80-column environment, as `… | cat` does."""
+    run = inbots(api, *args, **AT_80)
+    assert run.code == 0, (run.code, run.stderr)
+    return run
+
+
+def test_lists_as_tsv_and_json(api: Api) -> None:
+    long_workspace(api)
+    for command, (path, _) in LISTS.items():
+        answer = api.ok("GET", path)
+        items = [steady(item) for item in answer["items"]]
+        as_tsv = ok_at(api, command, "list", "--output", "tsv").stdout
+        assert as_tsv.splitlines()[0].split("\t") == list(answer["items"][0])  # API names, order
+        rows = [steady(row) for row in tsv_rows(as_tsv)]
+        assert rows == [{k: tsv_cell(v) for k, v in item.items()} for item in items]
+        as_json = inbots(api, command, "list", "--output", "json").json()
+        assert [steady(item) for item in as_json["items"]] == items
+        if command == "threads":
+            (awkward,) = [row for row in rows if "Quoted" in row["title"]]
+            assert awkward["title"] == tsv_cell(AWKWARD_TITLE)
+            assert awkward["participants"] == f"{LONG_NAMES[0]},operator"
+    assert inbots(api, "agents", "list", "--json").json() == api.ok("GET", "/agents")
+
+
+def test_show_commands_never_wrap_when_piped_and_speak_tsv_and_json(api: Api) -> None:
+    long_workspace(api)
+    hooked = api.ok("GET", f"/agents/{HOOKED}")
+    shown = ok_at(api, "agents", "show", HOOKED).stdout
+    (webhook_line,) = [line for line in shown.splitlines() if line.startswith("webhook")]
+    assert hooked["webhook_url"] in webhook_line
+
+    thread = next(t for t in api.ok("GET", "/threads")["items"] if t["title"] == LONG_TITLE)
+    receipts = api.ok("GET", f"/threads/{thread['id']}")["messages"][0]["deliveries"]
+    shown = ok_at(api, "threads", "show", thread["id"]).stdout
+    assert all(word in shown for word in LONG_BODY.split())  # wrapped, not cut at the border
+    lines = shown.splitlines()
+    for receipt in receipts:
+        (line,) = [line for line in lines if receipt["id"] in line]
+        assert receipt["recipient"] in line and receipt["state"] in line
+
+    (row,) = tsv_rows(ok_at(api, "agents", "show", HOOKED, "--output", "tsv").stdout)
+    assert row["id"] == hooked["id"] and row["webhook_url"] == hooked["webhook_url"]
+    (row,) = tsv_rows(ok_at(api, "deliveries", "show", receipts[0]["id"], "-o", "tsv").stdout)
+    assert row["id"] == receipts[0]["id"] and "attempts" not in row
+    (row,) = tsv_rows(ok_at(api, "stats", "--output", "tsv").stdout)
+    assert row["deliveries.total"] == "2" and row["agents.total"] == "3"
+    assert inbots(api, "stats", "--output", "json").json()["agents"]["total"] == 3
+    detail = inbots(api, "threads", "show", thread["id"], "--output", "json").json()
+    assert detail["id"] == thread["id"]
+
+
+def test_output_option_errors(api: Api) -> None:
+    assert_one_line_error(inbots(api, "agents", "list", "--output", "yaml"), 2, "--output")
+    both = inbots(api, "agents", "list", "--json", "--output", "tsv")
+    assert_one_line_error(both, 2, "--json", "--output")
+    same = inbots(api, "agents", "list", "--json", "--output", "json").json()
+    assert same == api.ok("GET", "/agents")

@@ -8,6 +8,7 @@ Exit codes (documented in ``docs/cli.md``)::
     2  usage or configuration (missing token, bad option)
     3  the server could not be reached (connection refused, timeout) or answered 5xx
     4  authentication or authorization (401/403)
+   70  a bug in the CLI itself
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-EXIT_OK = 0
 EXIT_REFUSED = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
@@ -41,6 +42,11 @@ class CliError(typer.TyperException):
     def __init__(self, message: str, exit_code: int = EXIT_REFUSED) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+def path(*parts: str) -> str:
+    """An API path from its segments, each quoted: ``path("agents", name, "webhook")``."""
+    return "".join("/" + quote(part, safe="") for part in parts)
 
 
 def report(message: str) -> None:
@@ -151,6 +157,15 @@ class Client:
             cursor = page.get("next_cursor")
             if not cursor:
                 return
+
+    def listing(self, path: str, *, every_page: bool = False, **params: Any) -> dict[str, Any]:
+        """One page of a list; with ``every_page``, the items of every page joined into one
+        ``{"items": [...], "next_cursor": None}``."""
+        if not every_page:
+            page: dict[str, Any] = self.get(path, **params)
+            return page
+        items = [item for page in self.pages(path, **params) for item in page["items"]]
+        return {"items": items, "next_cursor": None}
 
     def _spinner(self, what: str) -> AbstractContextManager[object]:
         if not self.progress:

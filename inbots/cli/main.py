@@ -14,8 +14,8 @@ import typer
 from rich.console import Console
 
 from inbots.api.serving import metrics_directory, uvicorn_options
-from inbots.cli import ops
 from inbots.cli.client import EXIT_INTERNAL, EXIT_USAGE, CliError, report
+from inbots.cli.commands import add_operator_commands
 from inbots.config import Settings, SettingsError, load_settings
 
 app = typer.Typer(
@@ -31,15 +31,7 @@ workspace_app = typer.Typer(
 )
 app.add_typer(db_app, name="db")
 app.add_typer(workspace_app, name="workspace")
-# The operator commands, over HTTP (inbots/cli/ops.py).
-app.add_typer(ops.agents_app, name="agents")
-app.add_typer(ops.webhook_app, name="webhook")
-app.add_typer(ops.threads_app, name="threads")
-app.add_typer(ops.deliveries_app, name="deliveries")
-app.add_typer(ops.tokens_app, name="tokens")
-app.command("post")(ops.post)
-app.command("stats")(ops.stats)
-app.command("watch")(ops.watch)
+add_operator_commands(app)  # over HTTP: inbots/cli/commands/
 
 out = Console(soft_wrap=True)
 

@@ -1,0 +1,57 @@
+"""``inbots webhook``: an agent's webhook URL and signing secret."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Annotated
+
+import typer
+
+from inbots.cli import views
+from inbots.cli.client import path
+from inbots.cli.options import AgentArg, Operator, operator_command
+from inbots.cli.render import say
+
+app = typer.Typer(help="An agent's webhook (URL and signing secret).", no_args_is_help=True)
+
+
+def webhook_path(agent: str, *more: str) -> str:
+    return path("agents", agent, "webhook", *more)
+
+
+@app.command("set")
+@operator_command()
+def webhook_set(
+    op: Operator,
+    agent: AgentArg,
+    webhook_url: Annotated[str, typer.Argument(metavar="URL", help="The new webhook URL.")],
+) -> None:
+    """Set or change an agent's webhook URL (a signing secret is minted the first time)."""
+    op.show(op.api.put(webhook_path(agent), {"url": webhook_url}), views.webhook_fields)
+
+
+@app.command("show")
+@operator_command()
+def webhook_show(
+    op: Operator,
+    agent: AgentArg,
+    reveal: Annotated[bool, typer.Option(help="Print the whole signing secret.")] = False,
+) -> None:
+    """An agent's webhook URL and signing secret (masked unless --reveal; tsv and json print
+    it whole)."""
+    op.show(op.api.get(webhook_path(agent)), partial(views.webhook_fields, reveal=reveal))
+
+
+@app.command("remove")
+@operator_command(answers=False)
+def webhook_remove(op: Operator, agent: AgentArg) -> None:
+    """Remove an agent's webhook and discard its signing secret for good."""
+    op.api.delete(webhook_path(agent))
+    say(f"Removed the webhook of {agent}.")
+
+
+@app.command("rotate")
+@operator_command()
+def webhook_rotate(op: Operator, agent: AgentArg) -> None:
+    """Mint a new signing secret and print it; the previous one keeps signing for 24 hours."""
+    op.show(op.api.post(webhook_path(agent, "rotate")), views.rotated)

@@ -1,0 +1,308 @@
+"""What each answer of the API looks like for people (``--output table``): one function per
+answer, taking the decoded JSON and returning something Rich draws. Formats for scripts (tsv,
+json) need no view: :mod:`inbots.cli.render` prints the answer's own fields."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from inbots.cli.render import Json, Prose, ago, cell, fields, mask, plain, seconds, table, when
+
+ROW_STYLES = {"stalled": "yellow", "failed": "bold red"}
+STATE_STYLES = {**ROW_STYLES, "acknowledged": "green", "accepted": "dim"}
+# The stamps of a receipt, in the order a delivery moves.
+STAMPS = ("accepted", "notified", "delivered", "fetched", "acknowledged", "failed", "stalled")
+
+
+def styled_state(state: str) -> Text:
+    return Text(state, style=STATE_STYLES.get(state, ""))
+
+
+def shown_once(what: str, secret: str) -> list[RenderableType]:
+    return [
+        Text(f"{what} (shown once; store it now, it is kept only as a hash):"),
+        Text(f"  {secret}", style="bold green"),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# agents and webhooks
+
+
+def agents_table(items: list[Json]) -> Table:
+    grid = table(["username", "status", "active", "last seen", "unread", "webhook", "id"])
+    for a in items:
+        grid.add_row(
+            a["username"],
+            a["status"],
+            plain(a["active"]) + (" (never connected)" if a["never_connected"] else ""),
+            ago(a["last_seen_at"]),
+            str(a["unread"]),
+            cell(a["webhook_url"]),
+            a["id"],
+            style="dim" if a["status"] == "archived" else None,
+        )
+    return grid
+
+
+def agent_fields(a: Json) -> Table:
+    return fields(
+        [
+            ("id", a["id"]),
+            ("username", a["username"]),
+            ("name", a["name"]),
+            ("description", a["description"]),
+            ("status", a["status"]),
+            ("active", a["active"]),
+            ("never connected", a["never_connected"]),
+            ("created", when(a["created_at"])),
+            ("last seen", when(a["last_seen_at"])),
+            ("webhook", a["webhook_url"]),
+            ("unread", a["unread"]),
+        ]
+    )
+
+
+def registered(a: Json) -> Group:
+    lines: list[RenderableType] = [
+        Text(f"Registered {a['name']} (@{a['username']}, {a['id']})."),
+        *shown_once("API key", a["api_key"]),
+    ]
+    if a.get("webhook"):
+        lines += [
+            Text(f"Webhook: {a['webhook']['url']}"),
+            Text("Signing secret (verify notifications with it):"),
+            Text(f"  {a['webhook']['signing_secret']}", style="bold green"),
+        ]
+    return Group(*lines)
+
+
+def archived(a: Json) -> Text:
+    return Text(f"Archived @{a['username']} ({a['id']}).")
+
+
+def webhook_fields(hook: Json, *, reveal: bool = False) -> Table:
+    secret = hook["signing_secret"]
+    return fields(
+        [
+            ("url", hook["url"]),
+            ("signing secret", secret if reveal else f"{mask(secret)} (--reveal to print it)"),
+            ("previous secret expires", when(hook.get("previous_secret_expires_at"))),
+        ]
+    )
+
+
+def rotated(hook: Json) -> Group:
+    return Group(
+        Text("New signing secret (store it now):"),
+        Text(f"  {hook['signing_secret']}", style="bold green"),
+        Text(
+            "The previous secret keeps signing until "
+            f"{when(hook.get('previous_secret_expires_at'))} UTC."
+        ),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# threads and messages
+
+
+def threads_table(items: list[Json]) -> Table:
+    grid = table(["id", "title", "status", "opened by", "participants", "last activity"])
+    for t in items:
+        grid.add_row(
+            t["id"],
+            cell(t["title"]),
+            t["status"],
+            t["opened_by"],
+            cell(t["participants"]),
+            ago(t["last_activity_at"]),
+        )
+    return grid
+
+
+def thread_view(t: Json) -> Group:
+    header = fields(
+        [
+            ("id", t["id"]),
+            ("title", t["title"]),
+            ("goal", t["goal"]),
+            ("status", t["status"]),
+            ("opened by", t["opened_by"]),
+            ("participants", t["participants"]),
+            ("created", when(t["created_at"])),
+            ("close requested", when(t["close_requested_at"])),
+            ("closed", when(t["closed_at"])),
+        ]
+    )
+    return Group(header, *(message_panel(m) for m in t.get("messages") or []))
+
+
+def message_panel(m: Json) -> Panel:
+    parts: list[RenderableType] = []
+    if m.get("summary"):
+        parts.append(Prose(m["summary"], style="italic"))
+    parts.append(Prose(m["body"]))
+    if m.get("deliveries"):
+        receipts = table(["id", "recipient", "state", "notified", "delivered", "fetched", "acked"])
+        for d in m["deliveries"]:
+            receipts.add_row(
+                d["id"],
+                d["recipient"],
+                styled_state(d["state"]),
+                ago(d["notified_at"]),
+                ago(d["delivered_at"]),
+                ago(d["fetched_at"]),
+                ago(d["acknowledged_at"]),
+            )
+        parts.append(receipts)
+    title = f"{m['sender']} · {m['kind']} · {when(m['created_at'])} · {m['id']}"
+    return Panel(Group(*parts), title=escape(title), title_align="left")
+
+
+def thread_opened(t: Json) -> Text:
+    return Text(f"Opened thread {t['id']}.")
+
+
+def thread_status(t: Json) -> Text:
+    return Text(f"Thread {t['id']} is now {t['status']}.")
+
+
+def posted(result: Json) -> Text:
+    recipients = ", ".join(f"{d['recipient']} ({d['state']})" for d in result["deliveries"])
+    return Text(f"Posted {result['message']['id']} to {recipients or 'nobody'}.")
+
+
+# ---------------------------------------------------------------------------------------------
+# deliveries
+
+
+def deliveries_table(items: list[Json], title: str | None = None) -> Table:
+    grid = table(["id", "state", "recipient", "accepted", "pub", "failure"], title=title)
+    for d in items:
+        grid.add_row(
+            d["id"],
+            d["state"],
+            d["recipient"],
+            ago(d["accepted_at"]),
+            str(d["publish_count"]),
+            cell(d["failure_reason"]),
+            style=ROW_STYLES.get(d["state"]),
+        )
+    if not items:
+        grid.caption = "no deliveries"
+    return grid
+
+
+def delivery_view(d: Json) -> Group:
+    receipt = fields(
+        [
+            ("id", d["id"]),
+            ("state", styled_state(d["state"])),
+            ("recipient", d["recipient"]),
+            ("thread", d["thread_id"]),
+            ("message", d["message_id"]),
+            *((stamp, when(d[f"{stamp}_at"])) for stamp in STAMPS),
+            ("failure reason", d["failure_reason"]),
+            ("publishes", d["publish_count"]),
+            ("next attempt", when(d["next_attempt_at"])),
+            ("outcome", d["outcome"]),
+            ("note", d["note"]),
+        ]
+    )
+    attempts = table(
+        ["#", "publish", "trigger", "started", "ms", "status", "reason", "response"],
+        title="Attempts",
+    )
+    for a in d["attempts"]:
+        attempts.add_row(
+            str(a["number"]),
+            str(a["publish"]),
+            a["trigger"],
+            when(a["started_at"]),
+            cell(a["duration_ms"]),
+            cell(a["status_code"]),
+            a["reason"],
+            cell(a["response_excerpt"]),
+            style=None if a["reason"] == "ok" else "red",
+        )
+    if not d["attempts"]:
+        attempts.caption = "no webhook attempts (the agent polls, or none was made yet)"
+    return Group(receipt, attempts)
+
+
+def redelivered(d: Json) -> Text:
+    return Text(f"Redelivery of {d['id']} published (state: {d['state']}).")
+
+
+# ---------------------------------------------------------------------------------------------
+# operator tokens
+
+
+def tokens_table(items: list[Json]) -> Table:
+    grid = table(["id", "label", "created", "last used", "revoked", ""])
+    for t in items:
+        grid.add_row(
+            t["id"],
+            cell(t["label"]),
+            when(t["created_at"]),
+            ago(t["last_used_at"]),
+            when(t["revoked_at"]),
+            "(this one)" if t["current"] else "",
+            style="dim" if t["revoked_at"] else None,
+        )
+    return grid
+
+
+def token_created(t: Json) -> Group:
+    return Group(
+        Text(f"Created operator token {t['id']}" + (f" ({t['label']})." if t["label"] else ".")),
+        *shown_once("Token", t["token"]),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# stats and the watch view
+
+
+def stats_view(s: Json) -> Table:
+    counts = Text("  ").join(
+        Text(f"{state} {n}", style=STATE_STYLES.get(state, "") if n else "dim")
+        for state, n in s["deliveries"].items()
+    )
+    agents, threads = s["agents"], s["threads"]
+    sweep = s.get("last_sweep_age_seconds")
+    return fields(
+        [
+            ("deliveries", counts),
+            (
+                "agents",
+                f"{agents['total']} total, {agents['active']} active, "
+                f"{agents['never_connected']} never connected, {agents['archived']} archived",
+            ),
+            (
+                "threads",
+                f"{threads['open']} open, {threads['close_requested']} close requested, "
+                f"{threads['closed']} closed",
+            ),
+            ("oldest stalled", seconds(s["oldest_stalled_seconds"])),
+            ("oldest unnotified", seconds(s["oldest_unnotified_seconds"])),
+            (
+                "last hour",
+                f"{s['failed_last_hour']} failed deliveries, "
+                f"{s['attempts_failed_last_hour']} failed attempts",
+            ),
+            ("last sweep", "never" if sweep is None else f"{seconds(sweep)} ago"),
+            ("broker", s.get("broker", "—")),
+        ]
+    )
+
+
+def watch_frame(page: Json, counters: Json, state: str | None) -> Group:
+    """One frame of ``inbots watch``: the counters, then the most recent deliveries."""
+    title = f"Recent deliveries{f' ({state})' if state else ''} at {when(counters['generated_at'])}"
+    return Group(stats_view(counters), deliveries_table(page["items"], title=title))
