@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
@@ -37,6 +38,17 @@ class Context:
         (see :mod:`inbots.db.uow`)."""
         state = self.request.app.state
         return run_unit(state.db, state.dispatch, fn, self.caller, *args, **kwargs)
+
+    async def run_async(
+        self,
+        fn: Callable[Concatenate[UnitOfWork, Caller, P], T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """:meth:`run` on a worker thread, for async routes (the event loop never blocks on the
+        database)."""
+        return await run_in_threadpool(functools.partial(self.run, fn, *args, **kwargs))
 
 
 def resolve_caller(request: Request, authorization: str | None) -> Caller:

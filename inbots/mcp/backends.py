@@ -33,7 +33,7 @@ from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.db.uow import UnitOfWork, run_unit
 from inbots.deliveries import service as deliveries
-from inbots.deliveries.schemas import Inbox
+from inbots.deliveries import wait
 from inbots.dispatch.effects import Dispatch
 from inbots.errors import InbotsError, Invalid, not_found
 from inbots.kit.paging import clamp_limit
@@ -137,6 +137,7 @@ class LocalBackend:
     async def _run(
         self,
         fn: Callable[Concatenate[UnitOfWork, Caller, P], T],
+        /,
         *args: P.args,
         **kwargs: P.kwargs,
     ) -> T:
@@ -203,19 +204,8 @@ class LocalBackend:
     async def wait_for_mail(self, timeout_seconds: float | None) -> Json:
         """As ``GET /v1/inbox/wait``: sleeps on the wake-up hub's event between checks, so the
         wait holds neither a database connection nor a thread."""
-        s = self.settings
-        seconds = wait_seconds(timeout_seconds, s.wait_default_seconds, s.wait_max_seconds)
-        deadline = anyio.current_time() + seconds
-        with self.dispatch.wakeups.listen(self.caller.agent_id) as woken:
-            while not await self._run(deliveries.has_unshown):
-                remaining = deadline - anyio.current_time()
-                if remaining <= 0:
-                    waiting = await self._run(deliveries.waiting_count)
-                    return _json(Inbox(items=[], returned=0, waiting=waiting, more=waiting > 0))
-                with anyio.move_on_after(remaining):
-                    await woken.wait()
-                woken.clear()
-        found = await self._run(deliveries.inbox, None, unshown_only=True)
+        seconds = wait.wait_seconds(timeout_seconds, self.settings)
+        found = await wait.wait_for_mail(self._run, self.dispatch.wakeups, self.caller, seconds)
         return _json(found)
 
     async def request_close(self, thread_id: str) -> Json:

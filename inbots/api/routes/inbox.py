@@ -1,13 +1,9 @@
 from __future__ import annotations
 
-import asyncio
-import contextlib
-
 from fastapi import APIRouter
-from starlette.concurrency import run_in_threadpool
 
 from inbots.api.deps import AgentCtx, AuthFirstRoute, Ctx, OperatorCtx
-from inbots.deliveries import service
+from inbots.deliveries import service, wait
 from inbots.deliveries.schemas import AckRequest, AckResult, DeliveryRead, Inbox
 from inbots.messages import service as messages
 from inbots.messages.schemas import MessageWithDelivery
@@ -27,35 +23,13 @@ def operator_inbox(ctx: OperatorCtx, limit: str | None = None) -> Inbox:
     return ctx.run(service.inbox, limit)
 
 
-def _wait_seconds(raw: str | None, default: float, maximum: float) -> float:
-    try:
-        value = float(raw) if raw is not None else default
-    except ValueError:
-        return default
-    if value != value:  # NaN
-        return default
-    return min(max(value, 1.0), maximum)
-
-
 @router.get("/inbox/wait", response_model=Inbox)
 async def wait_for_mail(ctx: AgentCtx, timeout: str | None = None) -> Inbox:
     """Long-poll: answers as soon as there is unacknowledged mail not yet shown, or at the timeout
     (then ``items`` is empty). Waiting holds neither a database connection nor a thread."""
-    settings = ctx.request.app.state.settings
-    seconds = _wait_seconds(timeout, settings.wait_default_seconds, settings.wait_max_seconds)
-    hub = ctx.request.app.state.dispatch.wakeups
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    with hub.listen(ctx.caller.agent_id) as woken:
-        while not await run_in_threadpool(ctx.run, service.has_unshown):
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                waiting = await run_in_threadpool(ctx.run, service.waiting_count)
-                return Inbox(items=[], returned=0, waiting=waiting, more=waiting > 0)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(woken.wait(), timeout=remaining)
-            woken.clear()
-    return await run_in_threadpool(ctx.run, service.inbox, None, unshown_only=True)
+    state = ctx.request.app.state
+    seconds = wait.wait_seconds(timeout, state.settings)
+    return await wait.wait_for_mail(ctx.run_async, state.dispatch.wakeups, ctx.caller, seconds)
 
 
 @router.get("/messages/{message_or_delivery_id}", response_model=MessageWithDelivery)

@@ -1,0 +1,68 @@
+"""The long-poll, once for every edge (``GET /v1/inbox/wait`` and the MCP ``wait_for_mail``).
+
+Waiting holds neither a database connection nor a thread: each check is one short unit of work
+run off the event loop, and in between the caller sleeps on the wake-up hub until a committed
+send wakes it (or the timeout passes).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
+
+import anyio
+
+from inbots.auth.service import Caller
+from inbots.config import Settings
+from inbots.db.uow import UnitOfWork
+from inbots.deliveries import service
+from inbots.deliveries.schemas import Inbox
+from inbots.dispatch.wakeups import WakeupHub
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class AsyncRun(Protocol):
+    """Runs one service call in its own unit of work, off the event loop, as the caller."""
+
+    def __call__(
+        self,
+        fn: Callable[Concatenate[UnitOfWork, Caller, P], T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> Awaitable[T]: ...
+
+
+def wait_seconds(raw: object, settings: Settings) -> float:
+    """The long-poll rule: missing, not a number or NaN means the default; at least 1 s; a
+    larger value is capped at ``INBOTS_WAIT_MAX_SECONDS``, not an error."""
+    default, maximum = settings.wait_default_seconds, settings.wait_max_seconds
+    if isinstance(raw, bool):
+        return default
+    if isinstance(raw, str):
+        try:
+            raw = float(raw)
+        except ValueError:
+            return default
+    if not isinstance(raw, int | float) or math.isnan(raw):
+        return default
+    return min(max(float(raw), 1.0), maximum)
+
+
+async def wait_for_mail(run: AsyncRun, hub: WakeupHub, caller: Caller, seconds: float) -> Inbox:
+    """Answer as soon as the caller has unacknowledged mail it has not been shown yet (listing it
+    as the inbox does, and stamping it delivered), or at the timeout with ``items`` empty."""
+    deadline = anyio.current_time() + seconds
+    with hub.listen(caller.agent_id) as woken:
+        while not await run(service.has_unshown):
+            remaining = deadline - anyio.current_time()
+            if remaining <= 0:
+                waiting = await run(service.waiting_count)
+                return Inbox(items=[], returned=0, waiting=waiting, more=waiting > 0)
+            with anyio.move_on_after(remaining):
+                await woken.wait()
+            woken.clear()
+    return await run(service.inbox, None, unshown_only=True)
