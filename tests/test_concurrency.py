@@ -19,6 +19,7 @@ from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
 from inbots.deliveries.models import Delivery
 from inbots.messages.models import Message
+from inbots.messages.schemas import MessageCreate
 from inbots.messages.service import send_message
 from tests.helpers import Api
 
@@ -134,7 +135,8 @@ def _statements_for_send(database: Database, caller: AuthCaller, thread_id: str)
     event.listen(database.engine, "before_cursor_execute", record)
     try:
         with unit_of_work(database) as uow:
-            result = send_message(uow, caller, thread_id, "counting statements", None, "task")
+            draft = MessageCreate(body="counting statements", kind="task")
+            result = send_message(uow, caller, thread_id, draft)
     finally:
         event.remove(database.engine, "before_cursor_execute", record)
     assert result.duplicate is False

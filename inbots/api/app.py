@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from starlette.routing import Route
@@ -26,6 +27,7 @@ from inbots.api.routes import (
 from inbots.config import Settings, get_settings
 from inbots.db.engine import Database
 from inbots.deliveries.engine import build_dispatch
+from inbots.limits import Limits, resolve
 from inbots.mcp.server import McpEndpoint
 from inbots.observability.logs import configure_logging
 
@@ -73,7 +75,21 @@ def create_app(
     app.include_router(metrics.router)
     app.router.routes.append(Route("/mcp", mcp, include_in_schema=False))  # see docs/mcp.md
     errors.install(app)
+    _quote_limits_in_openapi(app, Limits.of(settings))
     app.add_middleware(
         BodyLimit, max_bytes=settings.request_body_max_bytes, head=HeadLimits.of(settings)
     )
     return app
+
+
+def _quote_limits_in_openapi(app: FastAPI, limits: Limits) -> None:
+    """``/openapi.json`` with this server's limits in every schema and description (the bounds
+    that request models declare by name; see :mod:`inbots.limits`)."""
+    plain = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = resolve(plain(), limits)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

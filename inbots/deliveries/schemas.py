@@ -1,8 +1,11 @@
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from inbots.kit.schema import Model, Request, Timestamp
+from inbots.kit.schema import Model, Request, Timestamp, choice
+from inbots.limits import bounds
+
+OUTCOMES = ("done", "declined")
 
 
 class DeliveryRead(Model):
@@ -67,9 +70,23 @@ class Inbox(BaseModel):
 
 
 class AckRequest(Request):
-    ids: list[str]
-    outcome: str | None = None
-    note: str | None = None
+    """Acknowledgements: done with these messages (acted on them, or declined)."""
+
+    ids: list[str] = Field(
+        description="1 to {ack_batch_max} delivery ids (dlv_…) or message ids (msg_…).",
+        json_schema_extra=bounds(minItems=1, maxItems="ack_batch_max"),
+    )
+    outcome: str | None = Field(
+        default=None,
+        description="done (you acted on it) or declined (you will not).",
+        json_schema_extra=choice(*OUTCOMES),
+    )
+    note: str | None = Field(
+        default=None,
+        description="A short note for the sender, e.g. why you declined (up to {note_max} "
+        "characters).",
+        json_schema_extra=bounds(maxLength="note_max"),
+    )
 
 
 class AckResult(BaseModel):

@@ -15,6 +15,8 @@ from inbots.db.uow import UnitOfWork, mostly_reads, reads
 from inbots.deliveries.attempts import record_lost_attempt
 from inbots.deliveries.models import Delivery, DeliveryAttempt
 from inbots.deliveries.schemas import (
+    OUTCOMES,
+    AckRequest,
     AckResult,
     AttemptRead,
     DeliveryDetail,
@@ -33,8 +35,6 @@ from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
 from inbots.kit.text import shown_summary
 from inbots.messages.models import Message
 from inbots.threads.models import CLOSED, Thread
-
-OUTCOMES = ("done", "declined")
 
 
 def to_read(delivery: Delivery, recipient: str) -> DeliveryRead:
@@ -208,11 +208,10 @@ def _check_ids(ids: object, uow: UnitOfWork) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-def acknowledge(
-    uow: UnitOfWork, caller: Caller, ids: object, outcome: object = None, note: object = None
-) -> AckResult:
+def acknowledge(uow: UnitOfWork, caller: Caller, request: AckRequest) -> AckResult:
     """Done with these (acted on, or declined). Idempotent: a repeat, or an id that is not the
     caller's, changes nothing and raises nothing."""
+    ids, outcome, note = request.ids, request.outcome, request.note
     wanted = _check_ids(ids, uow)
     if outcome is not None and outcome not in OUTCOMES:
         raise Invalid("outcome must be 'done' or 'declined'.", field="outcome")

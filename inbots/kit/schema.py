@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, PlainSerializer, field_validator
 
@@ -44,3 +44,9 @@ class Request(BaseModel):
         if not storable(value):
             raise ValueError("must not contain NUL characters or unpaired surrogates")
         return value
+
+
+def choice(*values: str) -> dict[str, Any]:
+    """``json_schema_extra`` naming a text field's allowed values (checked by the services, with
+    their sentences; the schema only tells a client beforehand)."""
+    return {"enum": [*values, None]}

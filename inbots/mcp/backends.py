@@ -15,7 +15,6 @@ import functools
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 from urllib.parse import quote
 
@@ -34,55 +33,20 @@ from inbots.db.engine import Database
 from inbots.db.uow import UnitOfWork, run_unit
 from inbots.deliveries import service as deliveries
 from inbots.deliveries import wait
+from inbots.deliveries.schemas import AckRequest
 from inbots.dispatch.effects import Dispatch
 from inbots.errors import InbotsError, Invalid, not_found
 from inbots.kit.paging import clamp_limit
+from inbots.limits import Limits
+from inbots.messages import schemas as messages_schemas
 from inbots.messages import service as messages
+from inbots.messages.schemas import MessageCreate
 from inbots.threads import service as threads
-from inbots.threads.schemas import ThreadList
+from inbots.threads.schemas import ThreadCreate, ThreadList
 
 Json = dict[str, Any]
 T = TypeVar("T")
 P = ParamSpec("P")
-
-
-def _default(name: str) -> Any:
-    return Settings.model_fields[name].default
-
-
-@dataclass(frozen=True)
-class ToolLimits:
-    """The limits the tools describe and the stdio backend applies. ``/mcp`` takes them from its
-    settings; ``inbots mcp`` asks the server (``GET /v1/limits``) when it starts."""
-
-    check_inbox_default: int = _default("check_inbox_default")
-    check_inbox_max: int = _default("check_inbox_max")
-    wait_default_seconds: float = _default("wait_default_seconds")
-    wait_max_seconds: float = _default("wait_max_seconds")
-    message_body_max: int = _default("message_body_max")
-    summary_required_over: int = _default("summary_required_over")
-    summary_max: int = _default("summary_max")
-    ack_batch_max: int = _default("ack_batch_max")
-    note_max: int = _default("note_max")
-    idempotency_key_max: int = _default("idempotency_key_max")
-    list_default: int = _default("list_default")
-    list_max: int = _default("list_max")
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> ToolLimits:
-        return cls(**{name: getattr(settings, name) for name in cls.__dataclass_fields__})
-
-    @classmethod
-    def from_json(cls, answer: Json) -> ToolLimits:
-        """From ``GET /v1/limits``; a field the server does not name keeps its default."""
-        if not isinstance(answer, dict):
-            return cls()
-        known = {
-            name: type(getattr(cls, name))(answer[name])
-            for name in cls.__dataclass_fields__
-            if isinstance(answer.get(name), int | float) and not isinstance(answer[name], bool)
-        }
-        return cls(**known)
 
 
 class Backend(Protocol):
@@ -91,23 +55,17 @@ class Backend(Protocol):
     async def whoami(self) -> Json: ...
     async def list_agents(self, query: str | None, active_only: bool) -> Json: ...
     async def list_threads(self) -> Json: ...
-    async def open_thread(self, title: str, goal: str | None, participants: list[str]) -> Json: ...
+    async def open_thread(self, request: ThreadCreate) -> Json: ...
     async def add_participant(self, thread_id: str, username: str) -> Json: ...
     async def send_message(
-        self,
-        thread_id: str,
-        body: str,
-        summary: str | None,
-        kind: str | None,
-        reply_to: str | None,
-        idempotency_key: str | None,
+        self, thread_id: str, request: MessageCreate, idempotency_key: str | None
     ) -> Json: ...
     async def check_inbox(self, limit: int | None) -> Json: ...
     async def read_message(self, ident: str) -> Json: ...
     async def read_thread(
         self, thread_id: str, since: str | None, limit: int | None, cursor: str | None
     ) -> Json: ...
-    async def acknowledge(self, ids: list[str], outcome: str | None, note: str | None) -> Json: ...
+    async def acknowledge(self, request: AckRequest) -> Json: ...
     async def wait_for_mail(self, timeout_seconds: float | None) -> Json: ...
     async def request_close(self, thread_id: str) -> Json: ...
 
@@ -159,25 +117,16 @@ class LocalBackend:
         found = await self._run(threads.list_threads, None, None)
         return _json(ThreadList(items=found))
 
-    async def open_thread(self, title: str, goal: str | None, participants: list[str]) -> Json:
-        return _json(await self._run(threads.open_thread, title, goal, participants))
+    async def open_thread(self, request: ThreadCreate) -> Json:
+        return _json(await self._run(threads.open_thread, request))
 
     async def add_participant(self, thread_id: str, username: str) -> Json:
         return _json(await self._run(threads.add_participant, thread_id, username))
 
     async def send_message(
-        self,
-        thread_id: str,
-        body: str,
-        summary: str | None,
-        kind: str | None,
-        reply_to: str | None,
-        idempotency_key: str | None,
+        self, thread_id: str, request: MessageCreate, idempotency_key: str | None
     ) -> Json:
-        sent = await self._run(
-            messages.send_message, thread_id, body, summary, kind, reply_to, idempotency_key
-        )
-        return _json(sent)
+        return _json(await self._run(messages.send_message, thread_id, request, idempotency_key))
 
     async def check_inbox(self, limit: int | None) -> Json:
         s = self.settings
@@ -198,8 +147,8 @@ class LocalBackend:
         found = await self._run(messages.history, thread_id, since, limit, cursor)
         return _json(found)
 
-    async def acknowledge(self, ids: list[str], outcome: str | None, note: str | None) -> Json:
-        return _json(await self._run(deliveries.acknowledge, ids, outcome, note))
+    async def acknowledge(self, request: AckRequest) -> Json:
+        return _json(await self._run(deliveries.acknowledge, request))
 
     async def wait_for_mail(self, timeout_seconds: float | None) -> Json:
         """As ``GET /v1/inbox/wait``: sleeps on the wake-up hub's event between checks, so the
@@ -241,10 +190,10 @@ class HttpBackend:
         base_url: str,
         api_key: str,
         *,
-        limits: ToolLimits | None = None,
+        limits: Limits | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.limits = limits or ToolLimits()
+        self.limits = limits or Limits.defaults()
         self.base_url = base_url.rstrip("/").removesuffix("/v1")
         self._errors = _error_classes()
         self._client = httpx.AsyncClient(
@@ -306,9 +255,9 @@ class HttpBackend:
         field = error.get("field")
         return cls(message, field=field if isinstance(field, str) else None)
 
-    async def server_limits(self) -> ToolLimits:
+    async def server_limits(self) -> Limits:
         """The limits the server enforces (``GET /v1/limits``); InbotsError if it cannot tell."""
-        return ToolLimits.from_json(await self._call("GET", "/limits"))
+        return Limits.from_answer(await self._call("GET", "/limits"))
 
     async def whoami(self) -> Json:
         return await self._call("GET", "/me")
@@ -323,36 +272,22 @@ class HttpBackend:
         page = await self._call("GET", "/threads")
         return {"items": page.get("items", [])}  # the tool's shape: the first page, no cursor
 
-    async def open_thread(self, title: str, goal: str | None, participants: list[str]) -> Json:
-        body = {"title": title, "goal": goal, "participants": participants}
-        return await self._call("POST", "/threads", body=body)
+    async def open_thread(self, request: ThreadCreate) -> Json:
+        return await self._call("POST", "/threads", body=request.model_dump(exclude_none=True))
 
     async def add_participant(self, thread_id: str, username: str) -> Json:
         path = f"/threads/{_segment(thread_id, 'thread')}/participants"
         return await self._call("POST", path, body={"username": username})
 
     async def send_message(
-        self,
-        thread_id: str,
-        body: str,
-        summary: str | None,
-        kind: str | None,
-        reply_to: str | None,
-        idempotency_key: str | None,
+        self, thread_id: str, request: MessageCreate, idempotency_key: str | None
     ) -> Json:
-        headers = {}
-        if idempotency_key is not None:
-            if not all("!" <= c <= "~" for c in idempotency_key):
-                # Not sendable as a header; the server's rule, with its sentence.
-                raise Invalid(
-                    f"Idempotency-Key must be 1 to {self.limits.idempotency_key_max} visible "
-                    "ASCII characters (no spaces).",
-                    field="idempotency_key",
-                )
-            headers["Idempotency-Key"] = idempotency_key
+        # Checked before it goes out: a key the rule refuses may not even be sendable as a header.
+        key = messages_schemas.idempotency_key(idempotency_key, self.limits.idempotency_key_max)
+        headers = {"Idempotency-Key": key} if key is not None else {}
         path = f"/threads/{_segment(thread_id, 'thread')}/messages"
-        content = {"body": body, "summary": summary, "kind": kind, "reply_to": reply_to}
-        return await self._call("POST", path, body=content, headers=headers)
+        body = request.model_dump(exclude_none=True)
+        return await self._call("POST", path, body=body, headers=headers)
 
     async def check_inbox(self, limit: int | None) -> Json:
         # GET /v1/inbox applies the listing limits; the tool's are narrower, so apply them here.
@@ -373,10 +308,8 @@ class HttpBackend:
         path = f"/threads/{_segment(thread_id, 'thread')}/messages"
         return await self._call("GET", path, params=params)
 
-    async def acknowledge(self, ids: list[str], outcome: str | None, note: str | None) -> Json:
-        return await self._call(
-            "POST", "/acks", body={"ids": ids, "outcome": outcome, "note": note}
-        )
+    async def acknowledge(self, request: AckRequest) -> Json:
+        return await self._call("POST", "/acks", body=request.model_dump(exclude_none=True))
 
     async def wait_for_mail(self, timeout_seconds: float | None) -> Json:
         params = {"timeout": str(timeout_seconds)} if timeout_seconds is not None else {}

@@ -14,28 +14,72 @@ allows: there is nothing to push and no session to end.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio.to_thread
-from mcp.server import ServerRequestContext
+from mcp.server import Server, ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types import CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams
 from starlette.datastructures import Headers
 from starlette.types import Receive, Scope, Send
 
+from inbots import __version__
 from inbots.api.errors import envelope, error_response
 from inbots.auth import service as auth
 from inbots.auth.service import Caller
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.dispatch.effects import Dispatch
-from inbots.errors import Forbidden, InbotsError, Unauthorized
-from inbots.mcp.backends import Backend, LocalBackend, ToolLimits
-from inbots.mcp.tools import build_server
+from inbots.errors import Forbidden, InbotsError, Invalid, Unauthorized
+from inbots.limits import Limits
+from inbots.mcp.backends import Backend, LocalBackend
+from inbots.mcp.tools import INSTRUCTIONS, failure, tool_specs
 
 CALLER = "inbots.caller"
 """The ASGI scope key holding the authenticated :class:`~inbots.auth.service.Caller`."""
+
+
+BackendFor = Callable[[ServerRequestContext[Any, Any]], Backend]
+
+
+def build_server(backend_for: BackendFor, limits: Limits) -> Server[Any]:
+    """The MCP server for these tools. ``backend_for`` gives the backend of the request's caller
+    (raising :class:`InbotsError` if there is none)."""
+    specs = tool_specs()
+    by_name = {spec.name: spec for spec in specs}
+    listed = ListToolsResult(tools=[spec.listing(limits) for spec in specs])
+    schemas = {spec.name: spec.input_schema(limits) for spec in specs}
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
+        return listed
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
+    ) -> CallToolResult:
+        spec = by_name.get(params.name)
+        if spec is None:
+            names = ", ".join(by_name)
+            return failure(Invalid(f"There is no tool {params.name!r}; the tools are {names}."))
+        try:
+            backend = backend_for(ctx)
+        except InbotsError as exc:
+            return failure(exc)
+        return await spec.call(backend, params.arguments or {})
+
+    return Server(
+        "inbots",
+        version=__version__,
+        title="Inbots",
+        description="A mailbox for AI agents: threads, inboxes and receipts.",
+        instructions=INSTRUCTIONS,
+        get_tool_input_schema=schemas.get,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
 
 
 class McpEndpoint:
@@ -43,7 +87,7 @@ class McpEndpoint:
         self.db = db
         self.dispatch = dispatch
         self.settings = settings
-        self.server = build_server(self._backend_for, ToolLimits.from_settings(settings))
+        self.server = build_server(self._backend_for, Limits.of(settings))
         self._manager: StreamableHTTPSessionManager | None = None
 
     @asynccontextmanager

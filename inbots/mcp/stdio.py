@@ -13,15 +13,16 @@ import anyio
 from mcp.server.stdio import stdio_server
 
 from inbots.errors import InbotsError
-from inbots.mcp.backends import HttpBackend, ToolLimits
-from inbots.mcp.tools import build_server
+from inbots.limits import Limits
+from inbots.mcp.backends import HttpBackend
+from inbots.mcp.server import build_server
 
 # How long start-up waits for the server's limits before it goes on with the defaults: a
 # harness waits for the MCP handshake, and an unreachable server is reported by every tool.
 LIMITS_TIMEOUT_SECONDS = 5.0
 
 
-async def server_limits(base_url: str, api_key: str) -> ToolLimits:
+async def server_limits(base_url: str, api_key: str) -> Limits:
     """The server's limits, so that the tool descriptions quote them; the documented defaults
     (and one line on stderr) when the server cannot tell: unreachable, the key refused, or a
     server older than ``GET /v1/limits``."""
@@ -36,7 +37,7 @@ async def server_limits(base_url: str, api_key: str) -> ToolLimits:
                 "the tool descriptions quote the defaults.",
                 file=sys.stderr,
             )
-            return ToolLimits()
+            return Limits.defaults()
 
 
 async def serve_stdio(base_url: str, api_key: str) -> None:

@@ -35,9 +35,11 @@ from inbots.messages.models import DEFAULT_KIND, KINDS, Message
 from inbots.messages.schemas import (
     DeliveryBrief,
     History,
+    MessageCreate,
     MessageRead,
     MessageWithDelivery,
     SendResult,
+    idempotency_key,
 )
 from inbots.observability import metrics
 from inbots.threads import service as threads
@@ -66,19 +68,7 @@ def _reads(uow: UnitOfWork, messages: Sequence[Message]) -> list[MessageRead]:
 
 
 def check_idempotency_key(key: object, uow: UnitOfWork) -> str | None:
-    if key is None:
-        return None
-    maximum = uow.settings.idempotency_key_max
-    if (
-        not isinstance(key, str)
-        or not 1 <= len(key) <= maximum
-        or not all("!" <= c <= "~" for c in key)
-    ):
-        raise Invalid(
-            f"Idempotency-Key must be 1 to {maximum} visible ASCII characters (no spaces).",
-            field="idempotency_key",
-        )
-    return key
+    return idempotency_key(key, uow.settings.idempotency_key_max)
 
 
 def _check_content(
@@ -155,15 +145,13 @@ def send_message(
     uow: UnitOfWork,
     caller: Caller,
     thread_id: str,
-    body: object,
-    summary: object = None,
-    kind: object = None,
-    reply_to: object = None,
+    request: MessageCreate,
     idempotency_key: object = None,
 ) -> SendResult:
     """Store one message and one delivery per other participant who can receive, in one
     transaction. With an idempotency key, a repeat returns the original (``duplicate``)."""
     key = check_idempotency_key(idempotency_key, uow)
+    body, summary, kind, reply_to = request.body, request.summary, request.kind, request.reply_to
     thread = threads.visible_thread(uow, caller, thread_id, lock=True)
     body, summary, kind = _check_content(uow, caller, body, summary, kind)
     if reply_to is not None and not isinstance(reply_to, str):

@@ -1,20 +1,33 @@
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from inbots.deliveries.schemas import DeliveryRead
 from inbots.kit.schema import Model, Request, Timestamp
+from inbots.limits import bounds
 from inbots.messages.schemas import MessageRead
 
 
 class ThreadCreate(Request):
-    title: str
-    goal: str | None = None
-    participants: list[str] = []
+    """A thread to open (one task)."""
+
+    title: str = Field(
+        description="What the task is, in a few words (1 to {thread_title_max} characters).",
+        json_schema_extra=bounds(minLength=1, maxLength="thread_title_max"),
+    )
+    goal: str | None = Field(
+        default=None,
+        description="What done looks like (optional, up to {thread_goal_max:,} characters).",
+        json_schema_extra=bounds(maxLength="thread_goal_max"),
+    )
+    participants: list[str] = Field(
+        default=[],
+        description="Usernames of the agents to work with (from list_agents); not yourself.",
+    )
 
 
 class ParticipantAdd(Request):
-    username: str
+    username: str = Field(description="The agent to add, by username (from list_agents).")
 
 
 class ThreadRead(Model):

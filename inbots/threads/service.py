@@ -20,7 +20,7 @@ from inbots.kit.clock import rfc3339, utcnow
 from inbots.kit.ids import new_id
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
 from inbots.threads.models import CLOSE_REQUESTED, CLOSED, OPEN, STATUSES, Participant, Thread
-from inbots.threads.schemas import ThreadDetail, ThreadPage, ThreadRead
+from inbots.threads.schemas import ThreadCreate, ThreadDetail, ThreadPage, ThreadRead
 
 
 def visible_thread(
@@ -126,11 +126,10 @@ def _check_title(title: object, goal: object, uow: UnitOfWork) -> tuple[str, str
     return title, goal
 
 
-def open_thread(
-    uow: UnitOfWork, caller: Caller, title: object, goal: object, participants: Sequence[object]
-) -> ThreadRead:
+def open_thread(uow: UnitOfWork, caller: Caller, request: ThreadCreate) -> ThreadRead:
     """Open a thread for one task; the caller is its opener and a participant."""
-    title, goal = _check_title(title, goal, uow)
+    title, goal = _check_title(request.title, request.goal, uow)
+    participants = request.participants
     if not isinstance(participants, list | tuple):
         raise Invalid("participants must be a list of usernames.", field="participants")
     members = _resolve_usernames(uow, caller, participants, "participants")

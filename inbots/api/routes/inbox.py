@@ -47,4 +47,4 @@ def received(ctx: Ctx, delivery_id: str) -> DeliveryRead:
 @router.post("/acks", response_model=AckResult)
 def acknowledge(ctx: Ctx, body: AckRequest) -> AckResult:
     """Acknowledge 1–100 messages or deliveries (done or declined). Idempotent."""
-    return ctx.run(service.acknowledge, body.ids, body.outcome, body.note)
+    return ctx.run(service.acknowledge, body)

@@ -22,7 +22,7 @@ router = APIRouter(tags=["threads"], route_class=AuthFirstRoute)
 @router.post("/threads", status_code=201, response_model=ThreadRead)
 def open_thread(ctx: Ctx, body: ThreadCreate) -> ThreadRead:
     """Open a thread for one task. The caller is its opener and a participant."""
-    return ctx.run(service.open_thread, body.title, body.goal, body.participants)
+    return ctx.run(service.open_thread, body)
 
 
 @router.get("/threads", response_model=ThreadPage)
@@ -69,15 +69,7 @@ def post_message(
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
 ) -> SendResult:
     """Post to a thread. Repeating an ``Idempotency-Key`` answers 200 with the original."""
-    result = ctx.run(
-        messages.send_message,
-        thread_id,
-        body.body,
-        body.summary,
-        body.kind,
-        body.reply_to,
-        idempotency_key,
-    )
+    result = ctx.run(messages.send_message, thread_id, body, idempotency_key)
     if result.duplicate:
         response.status_code = 200
     return result

@@ -1,0 +1,117 @@
+"""The limits a server enforces, declared once and carried to every place that shows them.
+
+:class:`Limits` is the public view of the limit settings (each field is the setting of the same
+name, ``INBOTS_<NAME>``): ``GET /v1/limits`` answers it, the MCP tools quote it, ``inbots mcp``
+reads it from the server it bridges to.
+
+A request model states a field's limits where the field is declared, by name::
+
+    body: str = Field(description="1 to {message_body_max:,} characters.",
+                      json_schema_extra=bounds(minLength=1, maxLength="message_body_max"))
+
+:func:`resolve` turns those names into numbers in a JSON schema (the MCP tools' input schemas,
+the OpenAPI document) and fills ``{name}`` in descriptions, so a limit that is a setting is
+never copied into prose or schemas by hand. The services enforce the limits (with sentences
+that say how to fix the call); the schema only tells a client beforehand.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from inbots.config import Settings
+from inbots.kit.schema import Model
+
+BOUNDS_KEY = "x-inbots-bounds"
+
+
+class Limits(Model):
+    """Each field is the setting of the same name (``INBOTS_<NAME>``); see product.md, "Limits"."""
+
+    message_body_max: int  # characters
+    summary_required_over: int  # a body longer than this needs a summary
+    summary_max: int
+    summary_shown: int
+    thread_title_max: int
+    thread_goal_max: int
+    description_max: int
+    note_max: int
+    idempotency_key_max: int
+    ack_batch_max: int
+    request_body_max_bytes: int
+    list_default: int
+    list_max: int
+    check_inbox_default: int
+    check_inbox_max: int
+    wait_default_seconds: float
+    wait_max_seconds: float
+
+    @classmethod
+    def of(cls, settings: Settings) -> Limits:
+        return cls(**{name: getattr(settings, name) for name in cls.model_fields})
+
+    @classmethod
+    def defaults(cls) -> Limits:
+        """The defaults of the settings (what a server says when it says nothing)."""
+        fields = Settings.model_fields
+        return cls(**{name: fields[name].default for name in cls.model_fields})
+
+    @classmethod
+    def from_answer(cls, answer: object) -> Limits:
+        """From a server's ``GET /v1/limits``: a field it does not name (an older server) or
+        names with a value of the wrong type keeps its default."""
+        values = cls.defaults().model_dump()
+        if isinstance(answer, dict):
+            for name, default in values.items():
+                given = answer.get(name)
+                if isinstance(given, int | float) and not isinstance(given, bool):
+                    values[name] = type(default)(given)
+        return cls(**values)
+
+
+def bounds(**keywords: int | float | str) -> dict[str, Any]:
+    """A field's JSON-schema bounds (``minLength``, ``maxLength``, ``minimum``, ``maximum``,
+    ``minItems``, ``maxItems``): a number, or the name of a :class:`Limits` field. For
+    ``json_schema_extra``."""
+    return {BOUNDS_KEY: keywords}
+
+
+_PLACEHOLDER = re.compile(r"\{(\w+)(:[^{}]*)?\}")
+
+
+def describe(text: str, limits: Limits) -> str:
+    """``text`` with every ``{limit}`` / ``{limit:,}`` naming a :class:`Limits` field filled in;
+    other braces are left as they are."""
+    values = limits.model_dump()
+
+    def fill(match: re.Match[str]) -> str:
+        name, spec = match.group(1), (match.group(2) or ":")[1:]
+        if name not in values:
+            return match.group(0)
+        value = values[name]
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        return format(value, spec)
+
+    return _PLACEHOLDER.sub(fill, text)
+
+
+def resolve(schema: Any, limits: Limits) -> Any:
+    """A copy of a JSON schema with every field's bounds turned into numbers and its
+    descriptions filled in (see the module's docstring)."""
+    if isinstance(schema, list):
+        return [resolve(item, limits) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    values = limits.model_dump()
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == BOUNDS_KEY and isinstance(value, dict):
+            for keyword, bound in value.items():
+                out[keyword] = values[bound] if isinstance(bound, str) else bound
+        elif key == "description" and isinstance(value, str):
+            out[key] = describe(value, limits)
+        else:
+            out[key] = resolve(value, limits)
+    return out

@@ -1,0 +1,179 @@
+"""Text renderings of the tools' answers, for harnesses that show the model only text. Each
+takes the answer's JSON (the HTTP API's fields) and says, in words, what it means and what to do
+next."""
+
+from __future__ import annotations
+
+from typing import Any
+
+Json = dict[str, Any]
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def _thread(t: Json) -> str:
+    lines = [f"Thread {t['id']} “{t['title']}” is {t['status'].replace('_', ' ')}."]
+    if t.get("goal"):
+        lines.append(f"Goal: {t['goal']}")
+    lines.append(f"Opened by {t['opened_by']}; participants: {', '.join(t['participants'])}.")
+    return "\n".join(lines)
+
+
+def render_whoami(a: Json) -> str:
+    lines = [f"You are {a['username']} (agent id {a['id']})."]
+    if a.get("description"):
+        lines.append(f"Description: {a['description']}")
+    if a.get("webhook_url"):
+        lines.append(f"Your webhook: {a['webhook_url']} (Inbots notifies it when mail arrives).")
+    else:
+        lines.append("No webhook: you find mail by calling check_inbox or wait_for_mail.")
+    lines.append(f"Unacknowledged mail waiting for you: {a['unread']}.")
+    return "\n".join(lines)
+
+
+def render_directory(d: Json) -> str:
+    items = d["items"]
+    if not items:
+        return "No other agent matches: nobody else can receive mail here yet."
+    lines = [f"{_plural(len(items), 'agent')} you can work with, most recently active first:"]
+    for a in items:
+        seen = "active now" if a["active"] else f"last seen {a['last_seen_at'] or 'never'}"
+        about = f" — {a['description']}" if a.get("description") else ""
+        lines.append(f"- {a['username']}{about} ({seen})")
+    return "\n".join(lines)
+
+
+def render_threads(d: Json) -> str:
+    items = d["items"]
+    if not items:
+        return "You are in no open thread. To start a task, open_thread."
+    lines = [f"You are in {_plural(len(items), 'thread')}, most recent activity first:"]
+    for t in items:
+        lines.append(
+            f"- {t['id']} “{t['title']}” [{t['status']}] opened by {t['opened_by']}; "
+            f"participants: {', '.join(t['participants'])}; last activity {t['last_activity_at']}"
+        )
+    lines.append("Reuse the thread of a task rather than opening another one for it.")
+    return "\n".join(lines)
+
+
+def render_opened(t: Json) -> str:
+    return (
+        _thread(t)
+        + f"\nNothing is sent yet: send_message with thread_id {t['id']} to say what you need."
+    )
+
+
+def render_thread(t: Json) -> str:
+    return _thread(t)
+
+
+def render_close_requested(t: Json) -> str:
+    return (
+        _thread(t) + "\nThe operator has been asked to close it. Until then participants can read "
+        "and acknowledge, but nobody can send."
+    )
+
+
+def render_sent(r: Json) -> str:
+    m = r["message"]
+    to = ", ".join(f"{d['recipient']} ({d['id']})" for d in r["deliveries"]) or "nobody"
+    if r["duplicate"]:
+        return (
+            f"Nothing new was sent: this idempotency_key was already used for this same message, "
+            f"{m['id']} in thread {m['thread_id']}, which went to {to}."
+        )
+    return f"Sent {m['kind']} {m['id']} to thread {m['thread_id']}; one delivery each for {to}."
+
+
+def inbox_notice(inbox: Json) -> str:
+    returned, waiting = inbox["returned"], inbox["waiting"]
+    more = waiting - returned
+    if waiting == 0:
+        return "Your inbox is empty: no unacknowledged mail."
+    if returned == 0:
+        return (
+            f"Nothing new. {_plural(waiting, 'unacknowledged message')} you have already been "
+            f"shown {'is' if waiting == 1 else 'are'} still waiting: check_inbox lists them."
+        )
+    if more > 0:
+        return (
+            f"{more} more {'message is' if more == 1 else 'messages are'} waiting; call "
+            "check_inbox again after acknowledging these."
+        )
+    return "That is everything waiting for you."
+
+
+def render_inbox(inbox: Json) -> str:
+    items = inbox["items"]
+    if not items:
+        return inbox["notice"]
+    lines = [f"{_plural(len(items), 'unacknowledged message')}, oldest first:"]
+    for n, i in enumerate(items, 1):
+        lines.append(
+            f"{n}. [{i['kind']}] from {i['sender']} in “{i['thread_title']}”: {i['summary']}\n"
+            f"   delivery_id {i['delivery_id']}, message_id {i['message_id']}, "
+            f"thread_id {i['thread_id']}, sent {i['sent_at']}"
+        )
+    lines.append(inbox["notice"])
+    lines.append(
+        "Listing marks nothing read. read_message gives the full body; acknowledge each one "
+        "(done or declined) when you are finished with it."
+    )
+    return "\n".join(lines)
+
+
+def render_message(r: Json) -> str:
+    m, d = r["message"], r["delivery"]
+    head = f"Message {m['id']} ({m['kind']}) from {m['sender']} in thread {m['thread_id']}, "
+    head += f"sent {m['created_at']}"
+    if m.get("reply_to"):
+        head += f", replying to {m['reply_to']}"
+    lines = [head + "."]
+    if m.get("summary"):
+        lines.append(f"Summary: {m['summary']}")
+    lines += ["", m["body"], ""]
+    if d is None:
+        lines.append("No copy of it is addressed to you (you sent it, or joined later).")
+    elif d["acknowledged_at"]:
+        outcome = f" ({d['outcome']})" if d.get("outcome") else ""
+        lines.append(f"You already acknowledged delivery {d['id']}{outcome}.")
+    else:
+        lines.append(
+            f"When you have acted on it or decided not to, acknowledge delivery {d['id']} "
+            "(outcome done or declined)."
+        )
+    return "\n".join(lines)
+
+
+def render_history(h: Json) -> str:
+    items = h["items"]
+    if not items:
+        return "No messages."
+    lines = [f"{_plural(len(items), 'message')}, oldest first:"]
+    for m in items:
+        head = f"--- {m['id']} ({m['kind']}) from {m['sender']}, {m['created_at']}"
+        if m.get("reply_to"):
+            head += f", replying to {m['reply_to']}"
+        lines.append(head)
+        if m.get("summary"):
+            lines.append(f"Summary: {m['summary']}")
+        lines.append(m["body"])
+    if h.get("next_cursor"):
+        lines.append(f"--- More follow: read_thread again with cursor {h['next_cursor']!r}.")
+    return "\n".join(lines)
+
+
+def render_acks(r: Json) -> str:
+    parts = []
+    if r["acknowledged"]:
+        parts.append(f"Acknowledged: {', '.join(r['acknowledged'])}.")
+    if r["already"]:
+        parts.append(f"Already acknowledged before: {', '.join(r['already'])}.")
+    if r["not_found"]:
+        parts.append(
+            f"Not found among your deliveries in open threads: {', '.join(r['not_found'])}."
+        )
+    return " ".join(parts)
