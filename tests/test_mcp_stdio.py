@@ -108,6 +108,13 @@ def test_stdio_serves_exactly_the_tools_of_the_http_endpoint(
             ]
             send = next(t for t in over_stdio_tools if t.name == "send_message")
             assert body_max in (send.description or ""), send.description
+            # The limits are in the schemas too, from the request models' declared bounds.
+            body = send.input_schema["properties"]["body"]
+            assert body["maxLength"] == settings_overrides.get("message_body_max", 10_000)
+            assert body_max in body["description"]
+            inbox_limit = next(t for t in over_stdio_tools if t.name == "check_inbox")
+            limit = inbox_limit.input_schema["properties"]["limit"]
+            assert limit["maximum"] == settings_overrides.get("check_inbox_max", 50)
             assert local.client.instructions == remote.client.instructions
             over_stdio_me, over_http_me = await local.ok("whoami"), await remote.ok("whoami")
             assert set(over_stdio_me) == set(over_http_me)
