@@ -15,6 +15,7 @@ from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from inbots.config import Settings
+from inbots.errors import PayloadTooLarge
 
 CODE_TOO_LARGE = "headers_too_large"
 
@@ -122,8 +123,8 @@ class BodyLimit:
                 await self._too_large(send)
 
     async def _too_large(self, send: Send) -> None:
-        message = f"The request body is larger than {self.max_bytes} bytes."
-        await self._send_error(send, 413, "payload_too_large", message)
+        error = PayloadTooLarge(f"The request body is larger than {self.max_bytes} bytes.")
+        await self._send_error(send, error.status, error.code, error.message)
 
     async def _send_error(self, send: Send, status: int, code: str, message: str) -> None:
         body: dict[str, Any] = {"error": {"code": code, "message": message}}

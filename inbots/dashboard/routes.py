@@ -27,7 +27,7 @@ from inbots.dashboard.render import environment
 from inbots.dashboard.session import Session, Sessions, local_path, same_origin
 from inbots.db.uow import UnitOfWork, reads, run_unit
 from inbots.deliveries import service as deliveries
-from inbots.errors import InbotsError, ServiceUnavailable, Unauthorized
+from inbots.errors import InbotsError, RateLimited, ServiceUnavailable, Unauthorized
 from inbots.threads import service as threads
 
 T = TypeVar("T")
@@ -282,7 +282,8 @@ def _throttled(request: Request, session: Session, held: Held, next_path: str) -
     )
     retry_after = {"Retry-After": str(math.ceil(held.retry_after_seconds))}
     if _wants_json(request):
-        return envelope(429, "rate_limited", message, headers=retry_after)
+        limited = RateLimited(message)
+        return envelope(limited.status, limited.code, limited.message, headers=retry_after)
     response = _render(
         request,
         session,
