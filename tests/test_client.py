@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from datetime import datetime
+from pathlib import Path
 
 import httpx
 import pytest
@@ -152,6 +153,16 @@ def test_every_request_carries_the_key_the_user_agent_and_the_session_label() ->
     assert request.headers["authorization"] == "Bearer agt_secret"
     assert request.headers["user-agent"] == f"inbots-client/{inbots.__version__}"
     assert request.headers["x-inbots-session"] == "ci runner 7"
+    mcp = Client(
+        "http://inbots.test",
+        "agt_secret",
+        headers={"User-Agent": "inbots-mcp/9"},
+        transport=httpx.MockTransport(answer),
+    )
+    with mcp:
+        mcp.wait(5)
+    assert seen[-1].headers["user-agent"] == "inbots-mcp/9"
+    assert seen[-1].url.params["timeout"] == "5" and "x-inbots-session" not in seen[-1].headers
     with pytest.raises(ValueError):
         Client("http://inbots.test", "agt_x", session_label="two\nlines")
     with pytest.raises(ValueError):
@@ -219,6 +230,38 @@ def test_sync_client_end_to_end(ops: Client, agent: NewAgent) -> None:
     assert reviewer.close_request(thread.id).status == "close_requested"
     assert ops.close_thread(thread.id).status == "closed"
     assert {a.username for a in ops.agents()} >= {"reviewer", "implementer", "tester"}
+
+
+def test_answers_dump_back_to_the_servers_json(api: Api, ops: Client) -> None:
+    """``model_dump(mode="json", exclude_unset=True)`` is the server's JSON, field for field and
+    byte for byte in its times: what the stdio MCP bridge hands its tools."""
+    sender_raw, reader_raw = api.agent("sender"), api.agent("reader")  # plain HTTP, same keys
+    thread_id = sender_raw.open_thread("Round trip", ["reader"])["id"]
+    post = {"json": {"body": "hello", "summary": "hi"}, "headers": {"Idempotency-Key": "rt"}}
+    sender_raw.ok("POST", f"/threads/{thread_id}/messages", 201, **post)
+    reader_raw.inbox()  # from here on, listing and reading change nothing
+    with (
+        Client(api.base_url, sender_raw.token) as sender,
+        Client(api.base_url, reader_raw.token) as reader,
+    ):
+        message_id = reader.history(thread_id).items[0].id
+        delivery_id = reader.inbox().items[0].delivery_id
+        pairs = [
+            (reader.inbox(), reader_raw.ok("GET", "/inbox")),
+            (reader.read(message_id), reader_raw.ok("GET", f"/messages/{message_id}")),
+            (reader.history(thread_id), reader_raw.ok("GET", f"/threads/{thread_id}/messages")),
+            (reader.thread(thread_id), reader_raw.ok("GET", f"/threads/{thread_id}")),
+            (reader.limits(), reader_raw.ok("GET", "/limits")),
+            (ops.thread(thread_id), api.ok("GET", f"/threads/{thread_id}")),
+            (ops.threads(), api.ok("GET", "/threads")),
+            (ops.delivery(delivery_id), api.ok("GET", f"/deliveries/{delivery_id}")),
+            (
+                sender.send(thread_id, "hello", "hi", idempotency_key="rt"),
+                sender_raw.ok("POST", f"/threads/{thread_id}/messages", 200, **post),
+            ),
+        ]
+    for answer, expected in pairs:
+        assert answer.model_dump(mode="json", exclude_unset=True) == expected
 
 
 def test_async_client_end_to_end(api: Api, ops: Client, server: ServerThread) -> None:
@@ -461,6 +504,22 @@ def test_async_messages_yields_mail_as_it_comes(
 
     got = asyncio.run(scenario())
     assert got == sent and len(got) == 2
+
+
+# The docs
+
+
+def test_the_first_session_in_the_docs_runs(
+    api: Api, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = (Path(__file__).resolve().parent.parent / "docs" / "client.md").read_text()
+    marked = page.split("<!-- tested:", 1)[1]
+    code = marked.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.setenv("INBOTS_URL", api.base_url)
+    monkeypatch.setenv("INBOTS_OPERATOR_TOKEN", api.token)
+    exec(compile(code, "docs/client.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "['accepted']" in out and "reviewer: Please review PR 12 before Friday." in out
 
 
 # Webhooks

@@ -3,7 +3,7 @@ two in step (``tests/test_client.py`` compares their signatures)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 import httpx
@@ -50,7 +50,8 @@ class AsyncClient:
 
     ``timeout`` (seconds, or an ``httpx.Timeout``) bounds each call; a long-poll is allowed its
     own wait on top. ``session_label`` names this client as a session of the agent
-    (``X-Inbots-Session``). ``transport`` replaces httpx's (tests, proxies, retries).
+    (``X-Inbots-Session``). ``headers`` are sent with every call (a ``User-Agent`` given here
+    replaces ``inbots-client/<version>``). ``transport`` replaces httpx's (tests, retries).
 
     Every method returns a typed answer or raises :class:`~inbots.client.InbotsError` (the server
     refused) or :class:`~inbots.client.TransportError` (no answer). Methods marked "Inbots 1.1"
@@ -64,9 +65,10 @@ class AsyncClient:
         *,
         timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
         session_label: str | None = None,
+        headers: Mapping[str, str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self._settings = Settings.of(url, token, timeout, session_label)
+        self._settings = Settings.of(url, token, timeout, session_label, headers)
         self._http = httpx.AsyncClient(
             base_url=self._settings.base_url,
             headers=self._settings.headers,

@@ -114,18 +114,20 @@ class Settings:
         token: str,
         timeout: float | httpx.Timeout | None,
         session_label: str | None,
+        headers: Mapping[str, str] | None = None,
     ) -> Settings:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError(f"the Inbots URL must start with http:// or https:// (got {url!r})")
-        headers = {
+        fixed = {
             "Authorization": f"Bearer {_header_value(token, 'token')}",
             "User-Agent": USER_AGENT,
             "Accept": "application/json",
+            **(headers or {}),
         }
         if session_label is not None:
-            headers["X-Inbots-Session"] = _header_value(session_label, "session label")
+            fixed["X-Inbots-Session"] = _header_value(session_label, "session label")
         base = url.rstrip("/").removesuffix("/v1") + "/v1"
-        return cls(base, headers, httpx.Timeout(timeout))
+        return cls(base, fixed, httpx.Timeout(timeout))
 
     @property
     def server(self) -> str:
