@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import pickle
 import subprocess
 import sys
 import threading
@@ -131,6 +132,11 @@ def test_the_public_names_are_exported_on_purpose() -> None:
     assert issubclass(TransportError, ConnectionError) and issubclass(Timeout, TimeoutError)
     for cls in (AuthError, NotFound, Conflict, ValidationError, RateLimited, Unavailable):
         assert issubclass(cls, InbotsError)
+    error = ValidationError("Add a summary.", status=422, code="summary_required", field="summary")
+    copy = pickle.loads(pickle.dumps(error))  # a task result or a log queue can carry it
+    assert (type(copy), repr(copy)) == (ValidationError, repr(error))
+    late = pickle.loads(pickle.dumps(Timeout("No answer.", url="http://x")))
+    assert (type(late), str(late), late.url) == (Timeout, "No answer.", "http://x")
 
 
 def test_every_request_carries_the_key_the_user_agent_and_the_session_label() -> None:

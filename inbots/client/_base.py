@@ -100,7 +100,7 @@ def _header_value(value: str, what: str) -> str:
 
 
 @dataclass(frozen=True)
-class Settings:
+class ClientConfig:
     """A client's fixed parts: where, who, how long to wait."""
 
     base_url: str  # ends in /v1
@@ -115,7 +115,7 @@ class Settings:
         timeout: float | httpx.Timeout | None,
         session_label: str | None,
         headers: Mapping[str, str] | None = None,
-    ) -> Settings:
+    ) -> ClientConfig:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError(f"the Inbots URL must start with http:// or https:// (got {url!r})")
         fixed = {

@@ -9,7 +9,7 @@ from typing import Any, TypeVar, overload
 import httpx
 
 from inbots.client import _calls
-from inbots.client._base import DEFAULT_TIMEOUT, Call, Settings
+from inbots.client._base import DEFAULT_TIMEOUT, Call, ClientConfig
 from inbots.client._errors import NotFound
 from inbots.client._feed import Feed
 from inbots.client._models import (
@@ -68,18 +68,18 @@ class Client:
         headers: Mapping[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self._settings = Settings.of(url, token, timeout, session_label, headers)
+        self._config = ClientConfig.of(url, token, timeout, session_label, headers)
         self._http = httpx.Client(
-            base_url=self._settings.base_url,
-            headers=self._settings.headers,
-            timeout=self._settings.timeout,
+            base_url=self._config.base_url,
+            headers=self._config.headers,
+            timeout=self._config.timeout,
             transport=transport,
         )
 
     @property
     def url(self) -> str:
         """The server's URL, without ``/v1``."""
-        return self._settings.server
+        return self._config.server
 
     def close(self) -> None:
         """Close the connections. The client cannot be used afterwards."""
@@ -99,11 +99,11 @@ class Client:
                 params=call.params,
                 json=call.json,
                 headers=call.headers,
-                timeout=self._settings.timeout_for(call),
+                timeout=self._config.timeout_for(call),
             )
         except httpx.TransportError as exc:
-            raise self._settings.transport_error(exc, call) from exc
-        return self._settings.result(call, response)
+            raise self._config.transport_error(exc, call) from exc
+        return self._config.result(call, response)
 
     # Who is who
 
@@ -351,7 +351,8 @@ class Client:
         """Your mail as it comes: first the inbox as it stands, then each new item as a
         long-poll (``wait`` seconds each) returns it. No item is yielded twice by one iterator;
         nothing is acknowledged for you. ``include_body`` fills each item's ``body`` (reading it
-        marks it fetched). With ``forever=False`` it ends after a wait that brought nothing.
+        marks it fetched; an item whose thread closed before it could be read is skipped). With
+        ``forever=False`` it ends after a wait that brought nothing.
 
         On servers that cannot page the inbox (before Inbots 1.1), mail behind the first
         ``limit`` unacknowledged items appears as earlier mail is acknowledged.
@@ -360,7 +361,11 @@ class Client:
         while True:
             for item in feed.take(self._send(feed.next_call())):
                 if include_body and item.body is None:
-                    item.body = self.read(item.delivery_id).message.body
+                    try:
+                        reading = self.read(item.delivery_id)
+                    except NotFound:
+                        continue  # gone since it was listed (its thread closed)
+                    item.body = reading.message.body
                 yield item
             if feed.idle and not forever:
                 return

@@ -23,6 +23,7 @@ Any other status (400, 410, 413, 431, 500, …) is a plain :class:`InbotsError` 
 from __future__ import annotations
 
 import email.utils
+import functools
 import time
 from typing import Any
 
@@ -53,6 +54,18 @@ class InbotsError(Exception):
         self.field = field
         self.retry_after = retry_after
         self.response = response
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        # Picklable (a task result, a log queue), without the response.
+        rebuild = functools.partial(
+            type(self),
+            self.message,
+            status=self.status,
+            code=self.code,
+            field=self.field,
+            retry_after=self.retry_after,
+        )
+        return rebuild, ()
 
     def __repr__(self) -> str:
         field = f", field={self.field!r}" if self.field else ""
@@ -99,6 +112,9 @@ class TransportError(ConnectionError):
 
     def __str__(self) -> str:
         return self.message
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return functools.partial(type(self), self.message, url=self.url), ()
 
 
 class Timeout(TransportError, TimeoutError):
