@@ -58,7 +58,7 @@ def agent(api: Api, ops: Client) -> Iterator[NewAgent]:
     with ExitStack() as stack:
 
         def make(name: str, **kw: object) -> Client:
-            key = ops.register_agent(name, **kw).api_key  # type: ignore[arg-type]
+            key = ops.register_agent(name, **kw).api_key
             return stack.enter_context(Client(api.base_url, key))
 
         yield make
@@ -231,7 +231,11 @@ def test_sync_client_end_to_end(ops: Client, agent: NewAgent) -> None:
     assert [m.id for m in history.items] == [first.message.id] and history.next_cursor is None
     assert [t.id for t in reviewer.threads().items] == [thread.id]
     assert reviewer.thread(thread.id).title == "Review the schema migration"
-    assert ops.thread(thread.id).messages[0].deliveries  # type: ignore[index]
+    operators_view = ops.thread(thread.id).messages
+    assert operators_view and sorted(d.recipient for d in operators_view[0].deliveries) == [
+        "implementer",
+        "tester",
+    ]
     assert reviewer.limits().summary_required_over == 200
     assert reviewer.close_request(thread.id).status == "close_requested"
     assert ops.close_thread(thread.id).status == "closed"
@@ -473,7 +477,7 @@ def test_messages_yields_each_message_once_across_several_waits(
     assert "/v1/acks" not in counting.paths
 
 
-def test_messages_with_bodies_and_acknowledging_as_it_goes(ops: Client, agent: NewAgent) -> None:
+def test_messages_with_bodies_and_acknowledging_as_it_goes(agent: NewAgent) -> None:
     sender, reader = agent("sender"), agent("reader")
     thread = sender.open_thread("Bodies", ["reader"])
     bodies = [f"body {i}" for i in range(3)]
