@@ -1,0 +1,115 @@
+"""A small Python client for Inbots, sync and async, over httpx::
+
+    from inbots.client import Client
+
+    with Client("http://127.0.0.1:8000", "agt_…") as inbots:
+        thread = inbots.open_thread("Review PR 12", ["reviewer"])
+        inbots.send(thread.id, "Please review PR 12 before Friday.", kind="task")
+        for item in inbots.messages():  # long-polls; never yields an item twice
+            print(item.sender, item.summary)
+            inbots.acknowledge(item.delivery_id, "done")
+
+:class:`AsyncClient` has the same methods, to ``await`` (and ``async for`` over
+``messages()``). Answers are pydantic models named after the API's objects, with its field
+names; failures raise :class:`InbotsError` (by status: :class:`AuthError`, :class:`NotFound`,
+:class:`Conflict`, :class:`ValidationError`, :class:`RateLimited`, :class:`Unavailable`) or
+:class:`TransportError`. :func:`verify` checks a webhook notification's signature.
+
+This package imports httpx and pydantic, never the server's code: a webhook handler or an
+agent can use it without the server's dependencies being loaded. See ``docs/client.md``.
+"""
+
+from inbots.client._async import AsyncClient
+from inbots.client._client import Client
+from inbots.client._errors import (
+    AuthError,
+    Conflict,
+    InbotsError,
+    NotFound,
+    RateLimited,
+    Timeout,
+    TransportError,
+    Unavailable,
+    UnexpectedResponse,
+    ValidationError,
+)
+from inbots.client._models import (
+    AckResult,
+    Agent,
+    Attempt,
+    Brief,
+    Delivery,
+    DirectoryEntry,
+    Inbox,
+    InboxItem,
+    Limits,
+    Message,
+    OutboxItem,
+    Page,
+    ReadResult,
+    Receipt,
+    RegisteredAgent,
+    SearchHit,
+    SendResult,
+    SentDelivery,
+    Thread,
+    ThreadMessage,
+    Webhook,
+)
+from inbots.webhooks import VerificationError, verify
+
+__all__ = [
+    "AckResult",
+    "Agent",
+    "AsyncClient",
+    "Attempt",
+    "AuthError",
+    "Brief",
+    "Client",
+    "Conflict",
+    "Delivery",
+    "DirectoryEntry",
+    "InbotsError",
+    "Inbox",
+    "InboxItem",
+    "Limits",
+    "Message",
+    "NotFound",
+    "OutboxItem",
+    "Page",
+    "RateLimited",
+    "ReadResult",
+    "Receipt",
+    "RegisteredAgent",
+    "SearchHit",
+    "SendResult",
+    "SentDelivery",
+    "Thread",
+    "ThreadMessage",
+    "Timeout",
+    "TransportError",
+    "Unavailable",
+    "UnexpectedResponse",
+    "ValidationError",
+    "VerificationError",
+    "Webhook",
+    "verify",
+]
+
+# Tracebacks and reprs name the public module, as httpx does (``inbots.client.NotFound``).
+for _cls in (
+    AsyncClient,
+    Client,
+    AuthError,
+    Conflict,
+    InbotsError,
+    NotFound,
+    RateLimited,
+    Timeout,
+    TransportError,
+    Unavailable,
+    UnexpectedResponse,
+    ValidationError,
+):
+    _cls.__module__ = __name__
+del _cls

@@ -1,0 +1,257 @@
+"""Every endpoint the client knows, as a :class:`~inbots.client._base.Call`: path, parameters,
+body and the model of its answer. The clients' methods document them; this table is where
+their paths and field names are, once."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from inbots.client._base import (
+    WAIT_ASSUMED,
+    Call,
+    body,
+    idempotency_headers,
+    nothing,
+    query,
+    segment,
+)
+from inbots.client._models import (
+    AckResult,
+    Agent,
+    Brief,
+    Delivery,
+    DirectoryEntry,
+    Inbox,
+    Limits,
+    Message,
+    OutboxItem,
+    Page,
+    ReadResult,
+    RegisteredAgent,
+    SearchHit,
+    SendResult,
+    Thread,
+    Webhook,
+)
+from inbots.client._types import When
+
+
+def _ids(ids: str | Sequence[str]) -> list[str]:
+    return [ids] if isinstance(ids, str) else list(ids)
+
+
+# The agent itself
+
+
+def me() -> Call[Agent]:
+    return Call("GET", "/me", Agent.model_validate)
+
+
+def directory(query_text: str | None, active_only: bool) -> Call[list[DirectoryEntry]]:
+    params = query(query=query_text, active="true" if active_only else None)
+    return Call("GET", "/directory", lambda d: Page[DirectoryEntry].model_validate(d).items, params)
+
+
+def webhook() -> Call[Webhook]:
+    return Call("GET", "/me/webhook", Webhook.model_validate)
+
+
+def set_webhook(url: str, events: Sequence[str] | None) -> Call[Webhook]:
+    payload = body(url=url, webhook_events=list(events) if events is not None else None)
+    return Call("PUT", "/me/webhook", Webhook.model_validate, json=payload)
+
+
+def remove_webhook() -> Call[None]:
+    return Call("DELETE", "/me/webhook", nothing)
+
+
+def rotate_webhook() -> Call[Webhook]:
+    return Call("POST", "/me/webhook/rotate", Webhook.model_validate)
+
+
+def brief(username: str) -> Call[Brief]:
+    return Call("GET", f"/agents/{segment(username, 'agent')}/brief", Brief.model_validate)
+
+
+def set_brief(text: str) -> Call[Brief]:
+    return Call("PUT", "/me/brief", Brief.model_validate, json={"brief": text})
+
+
+def limits() -> Call[Limits]:
+    return Call("GET", "/limits", Limits.model_validate)
+
+
+# Threads and messages
+
+
+def threads(
+    status: str | None, limit: int | None, cursor: str | None, ref: str | None
+) -> Call[Page[Thread]]:
+    params = query(status=status, limit=limit, cursor=cursor, ref=ref)
+    return Call("GET", "/threads", Page[Thread].model_validate, params)
+
+
+def thread(thread_id: str) -> Call[Thread]:
+    return Call("GET", f"/threads/{segment(thread_id, 'thread')}", Thread.model_validate)
+
+
+def open_thread(
+    title: str,
+    participants: Sequence[str],
+    goal: str | None,
+    ref: str | None,
+    extra: dict[str, Any],
+) -> Call[Thread]:
+    payload = body(title=title, goal=goal, participants=list(participants), ref=ref, **extra)
+    return Call("POST", "/threads", Thread.model_validate, json=payload)
+
+
+def add_participant(thread_id: str, username: str) -> Call[Thread]:
+    path = f"/threads/{segment(thread_id, 'thread')}/participants"
+    return Call("POST", path, Thread.model_validate, json={"username": username})
+
+
+def send(
+    thread_id: str | None,
+    text: str,
+    *,
+    summary: str | None,
+    kind: str | None,
+    reply_to: str | None,
+    idempotency_key: str | None,
+    priority: str | None,
+    to: Sequence[str] | None,
+    title: str | None,
+    ref: str | None,
+    extra: dict[str, Any],
+) -> Call[SendResult]:
+    headers = idempotency_headers(idempotency_key)
+    fields = body(body=text, summary=summary, kind=kind, reply_to=reply_to, priority=priority)
+    if to is not None:
+        if thread_id is not None:
+            raise TypeError("send() takes a thread_id or to=[usernames], not both")
+        payload = {"to": list(to), **body(title=title, ref=ref), **fields, **extra}
+        return Call("POST", "/messages", SendResult.model_validate, json=payload, headers=headers)
+    if thread_id is None:
+        raise TypeError("send() needs a thread_id, or to=[usernames] to open a thread")
+    if title is not None or ref is not None:
+        raise TypeError("title and ref open a new thread: pass them with to=[usernames]")
+    path = f"/threads/{segment(thread_id, 'thread')}/messages"
+    return Call("POST", path, SendResult.model_validate, json={**fields, **extra}, headers=headers)
+
+
+def history(
+    thread_id: str, since: When | None, limit: int | None, cursor: str | None
+) -> Call[Page[Message]]:
+    path = f"/threads/{segment(thread_id, 'thread')}/messages"
+    params = query(since=since, limit=limit, cursor=cursor)
+    return Call("GET", path, Page[Message].model_validate, params)
+
+
+def close_request(thread_id: str) -> Call[Thread]:
+    path = f"/threads/{segment(thread_id, 'thread')}/close-request"
+    return Call("POST", path, Thread.model_validate)
+
+
+def outbox(
+    state: str | None, thread_id: str | None, cursor: str | None, limit: int | None
+) -> Call[Page[OutboxItem]]:
+    params = query(state=state, thread=thread_id, cursor=cursor, limit=limit)
+    return Call("GET", "/outbox", Page[OutboxItem].model_validate, params)
+
+
+def search(
+    q: str,
+    *,
+    sender: str | None,
+    thread_id: str | None,
+    kind: str | None,
+    since: When | None,
+    until: When | None,
+    limit: int | None,
+    cursor: str | None,
+) -> Call[Page[SearchHit]]:
+    params = query(
+        q=q,
+        sender=sender,
+        thread=thread_id,
+        kind=kind,
+        since=since,
+        until=until,
+        limit=limit,
+        cursor=cursor,
+    )
+    return Call("GET", "/search", Page[SearchHit].model_validate, params)
+
+
+# The inbox
+
+
+def inbox(
+    limit: int | None,
+    *,
+    cursor: str | None = None,
+    include: str | None = None,
+    status: str | None = None,
+    priority: str | None = None,
+    since: When | None = None,
+) -> Call[Inbox]:
+    params = query(
+        limit=limit, cursor=cursor, include=include, status=status, priority=priority, since=since
+    )
+    return Call("GET", "/inbox", Inbox.model_validate, params)
+
+
+def wait(timeout: float | None, events: str | None) -> Call[Inbox]:
+    params = query(timeout=timeout, events=events)
+    held = WAIT_ASSUMED if timeout is None else timeout
+    return Call("GET", "/inbox/wait", Inbox.model_validate, params, wait=held)
+
+
+def read(ident: str, ack: str | None) -> Call[ReadResult]:
+    path = f"/messages/{segment(ident, 'message')}"
+    return Call("GET", path, ReadResult.model_validate, query(ack=ack))
+
+
+def acknowledge(ids: str | Sequence[str], outcome: str | None, note: str | None) -> Call[AckResult]:
+    payload = body(ids=_ids(ids), outcome=outcome, note=note)
+    return Call("POST", "/acks", AckResult.model_validate, json=payload)
+
+
+def received(delivery_id: str) -> Call[Delivery]:
+    path = f"/deliveries/{segment(delivery_id, 'delivery')}/received"
+    return Call("POST", path, Delivery.model_validate)
+
+
+def working(delivery_id: str, note: str | None) -> Call[Delivery]:
+    path = f"/deliveries/{segment(delivery_id, 'delivery')}/working"
+    return Call("POST", path, Delivery.model_validate, json=body(note=note))
+
+
+# The operator
+
+
+def register_agent(
+    name: str, description: str | None, webhook_url: str | None
+) -> Call[RegisteredAgent]:
+    payload = body(name=name, description=description, webhook_url=webhook_url)
+    return Call("POST", "/agents", RegisteredAgent.model_validate, json=payload)
+
+
+def agents() -> Call[list[Agent]]:
+    return Call("GET", "/agents", lambda d: Page[Agent].model_validate(d).items)
+
+
+def agent(id_or_username: str) -> Call[Agent]:
+    return Call("GET", f"/agents/{segment(id_or_username, 'agent')}", Agent.model_validate)
+
+
+def delivery(delivery_id: str) -> Call[Delivery]:
+    path = f"/deliveries/{segment(delivery_id, 'delivery')}"
+    return Call("GET", path, Delivery.model_validate)
+
+
+def close_thread(thread_id: str) -> Call[Thread]:
+    path = f"/threads/{segment(thread_id, 'thread')}/close"
+    return Call("POST", path, Thread.model_validate)

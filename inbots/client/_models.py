@@ -1,0 +1,303 @@
+"""The answers, typed. Field names are the HTTP API's own (see ``docs/api.md``); times are
+timezone-aware ``datetime`` in UTC and go back to JSON as RFC 3339 with a ``Z``.
+
+Every model keeps the fields a server adds that it does not declare (``model_extra``, and in
+``model_dump()``), so an older client neither fails on a newer server nor drops what it says.
+Fields marked "Inbots 1.1" are absent from older servers' answers and read as their default.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, PlainSerializer
+
+
+def _rfc3339(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+Timestamp = Annotated[datetime, PlainSerializer(_rfc3339, return_type=str, when_used="json")]
+
+T = TypeVar("T")
+
+
+class Model(BaseModel):
+    """Every answer: unknown fields kept, declared ones type-checked."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class Page(Model, Generic[T]):
+    """One page of a list. ``next_cursor`` is None at the end; pass it back as ``cursor``."""
+
+    items: list[T]
+    next_cursor: str | None = None
+
+
+# Agents
+
+
+class Agent(Model):
+    """An agent (``GET /v1/me``, the operator's ``GET /v1/agents``)."""
+
+    id: str
+    name: str
+    username: str
+    description: str | None
+    status: str  # active | archived
+    created_at: Timestamp
+    last_seen_at: Timestamp | None
+    active: bool
+    never_connected: bool
+    webhook_url: str | None
+    unread: int
+
+
+class Webhook(Model):
+    """An agent's webhook: its URL and the current signing secret (``whsec_…``)."""
+
+    url: str
+    signing_secret: str
+    previous_secret_expires_at: Timestamp | None = None
+    webhook_events: list[str] | None = None  # Inbots 1.1
+
+
+class RegisteredAgent(Agent):
+    """``POST /v1/agents``: the agent, its key (shown this once) and its webhook, if any."""
+
+    api_key: str
+    webhook: Webhook | None = None
+
+
+class DirectoryEntry(Model):
+    """Someone an agent can write to (``GET /v1/directory``)."""
+
+    username: str
+    description: str | None
+    active: bool
+    last_seen_at: Timestamp | None
+    kind: str = "agent"  # Inbots 1.1: "agent", or "person" for the operator
+
+
+class Brief(Model):
+    """Inbots 1.1: an agent's brief, Markdown saying what it does and how to work with it."""
+
+    username: str
+    brief: str | None
+    updated_at: Timestamp | None = None
+
+
+# Deliveries and receipts
+
+
+class Attempt(Model):
+    """One webhook attempt of a delivery (operator view)."""
+
+    number: int
+    publish: int
+    trigger: str
+    url: str
+    started_at: Timestamp
+    duration_ms: int | None
+    status_code: int | None
+    reason: str
+    response_excerpt: str | None
+
+
+class Delivery(Model):
+    """One recipient's copy of a message and its receipt: every stamp, ``null`` until set."""
+
+    id: str
+    message_id: str
+    thread_id: str
+    recipient: str
+    state: str
+    accepted_at: Timestamp
+    notified_at: Timestamp | None = None
+    delivered_at: Timestamp | None = None
+    fetched_at: Timestamp | None = None
+    working_at: Timestamp | None = None  # Inbots 1.1
+    acknowledged_at: Timestamp | None = None
+    failed_at: Timestamp | None = None
+    failure_reason: str | None = None
+    stalled_at: Timestamp | None = None
+    publish_count: int = 0
+    next_attempt_at: Timestamp | None = None
+    outcome: str | None = None
+    note: str | None = None
+    attempts: list[Attempt] | None = None  # the operator's GET /v1/deliveries/{id}
+
+
+class Receipt(Model):
+    """Inbots 1.1: what became of a message for one recipient, as its sender sees it. In a
+    long-poll's ``receipts`` (``events="receipts"``) it also names the message."""
+
+    recipient: str
+    state: str
+    delivered_at: Timestamp | None = None
+    fetched_at: Timestamp | None = None
+    working_at: Timestamp | None = None
+    acknowledged_at: Timestamp | None = None
+    outcome: str | None = None
+    note: str | None = None
+    message_id: str | None = None
+    delivery_id: str | None = None
+    thread_id: str | None = None
+
+
+# Messages and threads
+
+
+class Message(Model):
+    """A message with its full body."""
+
+    id: str
+    thread_id: str
+    sender: str
+    kind: str
+    summary: str | None
+    body: str
+    reply_to: str | None
+    created_at: Timestamp
+    priority: str = "normal"  # Inbots 1.1: normal | urgent
+    receipts: list[Receipt] | None = None  # Inbots 1.1: the sender's own messages
+
+
+class ThreadMessage(Message):
+    """A message in the operator's view of a thread, with each recipient's receipt."""
+
+    deliveries: list[Delivery]
+
+
+class Thread(Model):
+    """A thread: one task, its participants and status (open, close_requested, closed)."""
+
+    id: str
+    title: str
+    goal: str | None
+    status: str
+    opened_by: str
+    participants: list[str]
+    created_at: Timestamp
+    last_activity_at: Timestamp | None = None
+    close_requested_at: Timestamp | None = None
+    closed_at: Timestamp | None = None
+    ref: str | None = None  # Inbots 1.1: a task reference set at opening
+    messages: list[ThreadMessage] | None = None  # GET /v1/threads/{id} as the operator
+
+
+class SentDelivery(Model):
+    """A delivery as a send answers it: who it is for and its state."""
+
+    id: str
+    recipient: str
+    state: str
+
+
+class SendResult(Model):
+    """A send's answer. ``duplicate`` is true for a repeat of an idempotency key: the message
+    and deliveries are then the original ones."""
+
+    message: Message
+    deliveries: list[SentDelivery]
+    duplicate: bool
+
+
+class ReadResult(Model):
+    """``GET /v1/messages/{id}``: the message, the caller's delivery of it (None for a message
+    the caller sent or reads as the operator), and for its sender the receipts (Inbots 1.1)."""
+
+    message: Message
+    delivery: Delivery | None = None
+    receipts: list[Receipt] | None = None
+
+
+# The inbox
+
+
+class InboxItem(Model):
+    """One unacknowledged delivery as the inbox lists it: the summary, not the body (``body``
+    is set when asked for: ``include="body"`` on Inbots 1.1, or ``messages(include_body=True)``)."""
+
+    delivery_id: str
+    message_id: str
+    thread_id: str
+    thread_title: str
+    sender: str
+    kind: str
+    summary: str
+    sent_at: Timestamp
+    state: str
+    priority: str = "normal"  # Inbots 1.1
+    thread_ref: str | None = None  # Inbots 1.1
+    body: str | None = None  # Inbots 1.1 include=body, or filled in by messages()
+
+
+class Inbox(Model):
+    """An inbox page. ``waiting`` counts all unacknowledged mail; ``more`` is true when that is
+    more than ``returned``. ``next_cursor`` (Inbots 1.1) pages on without acknowledging."""
+
+    items: list[InboxItem]
+    returned: int
+    waiting: int
+    more: bool
+    next_cursor: str | None = None  # Inbots 1.1
+    receipts: list[Receipt] = []  # Inbots 1.1, a long-poll with events="receipts"
+
+
+class AckResult(Model):
+    """Which ids were acknowledged now, which already were, and which name nothing of yours."""
+
+    acknowledged: list[str]
+    already: list[str]
+    not_found: list[str]
+
+
+# The outbox and search (Inbots 1.1)
+
+
+class OutboxItem(Model):
+    """Inbots 1.1: a message the caller sent, with every recipient's receipt."""
+
+    message: Message
+    receipts: list[Receipt]
+
+
+class SearchHit(Model):
+    """Inbots 1.1: one search result, with a snippet of where the words matched."""
+
+    message_id: str
+    thread_id: str
+    thread_title: str
+    sender: str
+    kind: str
+    summary: str | None
+    snippet: str | None
+    created_at: Timestamp
+
+
+# The server
+
+
+class Limits(Model):
+    """The limits the server enforces (``GET /v1/limits``), each the ``INBOTS_`` setting of the
+    same name. Newer servers list more (their caps); they are kept as extra fields."""
+
+    message_body_max: int
+    summary_required_over: int
+    summary_max: int
+    thread_title_max: int
+    thread_goal_max: int
+    description_max: int
+    note_max: int
+    idempotency_key_max: int
+    ack_batch_max: int
+    request_body_max_bytes: int
+    list_default: int
+    list_max: int
+    check_inbox_default: int
+    check_inbox_max: int
+    wait_default_seconds: float
+    wait_max_seconds: float

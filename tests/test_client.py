@@ -1,0 +1,691 @@
+"""``inbots.client`` against the real server (SQLite and PostgreSQL), and its Inbots 1.1 calls
+against a stand-in written from the addendum until the server has them."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import pickle
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from datetime import datetime
+from pathlib import Path
+
+import httpx
+import pytest
+
+import inbots.client
+import inbots.webhooks
+from inbots.client import (
+    AsyncClient,
+    AuthError,
+    Client,
+    Conflict,
+    InbotsError,
+    NotFound,
+    RateLimited,
+    Timeout,
+    TransportError,
+    Unavailable,
+    UnexpectedResponse,
+    ValidationError,
+    VerificationError,
+    verify,
+)
+from tests.client_standin import standin
+from tests.conftest import ServerThread, free_port
+from tests.helpers import Api
+from tests.receivers import always, hang, receiver
+
+NewAgent = Callable[..., Client]
+
+
+@pytest.fixture
+def ops(api: Api) -> Iterator[Client]:
+    """The workspace's operator, through the client."""
+    with Client(api.base_url, api.token) as client:
+        yield client
+
+
+@pytest.fixture
+def agent(api: Api, ops: Client) -> Iterator[NewAgent]:
+    """Registers an agent and answers a client holding its key (closed after the test)."""
+    with ExitStack() as stack:
+
+        def make(name: str, **kw: object) -> Client:
+            key = ops.register_agent(name, **kw).api_key
+            return stack.enter_context(Client(api.base_url, key))
+
+        yield make
+
+
+def listening(server: ServerThread) -> int:
+    return int(server.app.state.dispatch.wakeups.listening())
+
+
+def until_listening(server: ServerThread, count: int = 1) -> None:
+    deadline = time.monotonic() + 10
+    while listening(server) < count:
+        assert time.monotonic() < deadline, "the long-poll never started waiting"
+        time.sleep(0.01)
+
+
+class CountingTransport(httpx.HTTPTransport):
+    """The real transport, counting the requests to each path (no answer is changed)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paths: list[str] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.paths.append(request.url.path)
+        return super().handle_request(request)
+
+
+# The package
+
+
+def test_importing_the_client_loads_no_server_code() -> None:
+    probe = (
+        "import sys, inbots.client\n"
+        "heavy = ('sqlalchemy', 'fastapi', 'celery', 'starlette', 'uvicorn', 'mcp', 'alembic')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy\n"
+        "             or (m.startswith('inbots.') and not m.startswith(('inbots.client',\n"
+        "                 'inbots.webhooks')))))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]", out
+
+
+def test_the_async_client_has_the_sync_clients_methods_and_parameters() -> None:
+    def public(cls: type) -> dict[str, inspect.Signature]:
+        return {
+            name: inspect.signature(fn)
+            for name, fn in vars(cls).items()
+            if callable(fn) and not name.startswith("_")
+        }
+
+    sync, asynchronous = public(Client), public(AsyncClient)
+    assert set(sync) - {"close"} == set(asynchronous) - {"aclose"}
+    for name, signature in sync.items():
+        if name == "close":
+            continue
+        assert list(signature.parameters.values()) == list(
+            asynchronous[name].parameters.values()
+        ), name
+        assert inspect.iscoroutinefunction(vars(AsyncClient)[name]) or (
+            inspect.isasyncgenfunction(vars(AsyncClient)[name])
+        ), name
+
+
+def test_the_public_names_are_exported_on_purpose() -> None:
+    assert Client.__module__ == "inbots.client" and NotFound.__module__ == "inbots.client"
+    assert all(hasattr(inbots.client, name) for name in inbots.client.__all__)
+    assert verify is inbots.webhooks.verify  # re-exported, not a second implementation
+    assert issubclass(TransportError, ConnectionError) and issubclass(Timeout, TimeoutError)
+    for cls in (AuthError, NotFound, Conflict, ValidationError, RateLimited, Unavailable):
+        assert issubclass(cls, InbotsError)
+    error = ValidationError("Add a summary.", status=422, code="summary_required", field="summary")
+    copy = pickle.loads(pickle.dumps(error))  # a task result or a log queue can carry it
+    assert (type(copy), repr(copy)) == (ValidationError, repr(error))
+    late = pickle.loads(pickle.dumps(Timeout("No answer.", url="http://x")))
+    assert (type(late), str(late), late.url) == (Timeout, "No answer.", "http://x")
+
+
+def test_every_request_carries_the_key_the_user_agent_and_the_session_label() -> None:
+    """What the client sends, seen by a transport that answers like the server would."""
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"items": [], "returned": 0, "waiting": 0, "more": False})
+
+    with Client(
+        "http://inbots.test/v1/",
+        "agt_secret",
+        session_label="ci runner 7",
+        transport=httpx.MockTransport(answer),
+    ) as client:
+        client.inbox(limit=5)
+    (request,) = seen
+    assert str(request.url) == "http://inbots.test/v1/inbox?limit=5"
+    assert request.headers["authorization"] == "Bearer agt_secret"
+    assert request.headers["user-agent"] == f"inbots-client/{inbots.__version__}"
+    assert request.headers["x-inbots-session"] == "ci runner 7"
+    mcp = Client(
+        "http://inbots.test",
+        "agt_secret",
+        headers={"User-Agent": "inbots-mcp/9"},
+        transport=httpx.MockTransport(answer),
+    )
+    with mcp:
+        mcp.wait(5)
+    assert seen[-1].headers["user-agent"] == "inbots-mcp/9"
+    assert seen[-1].url.params["timeout"] == "5" and "x-inbots-session" not in seen[-1].headers
+    with pytest.raises(ValueError):
+        Client("http://inbots.test", "agt_x", session_label="two\nlines")
+    with pytest.raises(ValueError):
+        Client("inbots.test", "agt_x")
+
+
+# End to end, against the real server
+
+
+def test_sync_client_end_to_end(ops: Client, agent: NewAgent) -> None:
+    reviewer = agent("reviewer", description="Reviews pull requests")
+    implementer = agent("implementer")
+    agent("tester")
+
+    me = reviewer.me()
+    assert (me.username, me.description, me.status) == (
+        "reviewer",
+        "Reviews pull requests",
+        "active",
+    )
+    assert isinstance(me.created_at, datetime) and me.created_at.tzinfo is not None
+    assert {e.username for e in reviewer.directory()} >= {"implementer", "tester"}
+    assert [e.username for e in reviewer.directory(query="impl")] == ["implementer"]
+
+    thread = reviewer.open_thread("Review the schema migration", ["implementer"], goal="Merge")
+    assert (thread.opened_by, thread.status, thread.goal) == ("reviewer", "open", "Merge")
+    assert sorted(thread.participants) == ["implementer", "reviewer"]
+    assert "tester" in reviewer.add_participant(thread.id, "tester").participants
+
+    first = reviewer.send(thread.id, "Please review PR 12.", kind="task", idempotency_key="pr-12")
+    again = reviewer.send(thread.id, "Please review PR 12.", kind="task", idempotency_key="pr-12")
+    assert first.duplicate is False and again.duplicate is True
+    assert again.message.id == first.message.id and again.message.body == "Please review PR 12."
+    assert sorted(d.recipient for d in first.deliveries) == ["implementer", "tester"]
+
+    inbox = implementer.inbox()
+    assert (inbox.returned, inbox.waiting, inbox.more) == (1, 1, False)
+    (item,) = inbox.items
+    assert (item.message_id, item.sender, item.kind, item.state) == (
+        first.message.id,
+        "reviewer",
+        "task",
+        "delivered",
+    )
+    assert item.thread_title == "Review the schema migration" and item.body is None
+
+    read = implementer.read(item.delivery_id)
+    assert read.message.body == "Please review PR 12."
+    assert read.delivery is not None and read.delivery.state == "fetched"
+
+    acked = implementer.acknowledge(item.delivery_id, "done", "Looks good")
+    assert (acked.acknowledged, acked.already, acked.not_found) == ([item.delivery_id], [], [])
+    assert implementer.acknowledge([item.delivery_id, "dlv_nothing"]).not_found == ["dlv_nothing"]
+    assert implementer.inbox().items == []
+    receipt = ops.delivery(item.delivery_id)
+    assert (receipt.state, receipt.outcome, receipt.note) == ("acknowledged", "done", "Looks good")
+    assert receipt.acknowledged_at is not None and receipt.attempts == []
+
+    history = reviewer.history(thread.id)
+    assert [m.id for m in history.items] == [first.message.id] and history.next_cursor is None
+    assert [t.id for t in reviewer.threads().items] == [thread.id]
+    assert reviewer.thread(thread.id).title == "Review the schema migration"
+    operators_view = ops.thread(thread.id).messages
+    assert operators_view and sorted(d.recipient for d in operators_view[0].deliveries) == [
+        "implementer",
+        "tester",
+    ]
+    assert reviewer.limits().summary_required_over == 200
+    assert reviewer.close_request(thread.id).status == "close_requested"
+    assert ops.close_thread(thread.id).status == "closed"
+    assert {a.username for a in ops.agents()} >= {"reviewer", "implementer", "tester"}
+
+
+def test_answers_dump_back_to_the_servers_json(api: Api, ops: Client) -> None:
+    """``model_dump(mode="json", exclude_unset=True)`` is the server's JSON, field for field and
+    byte for byte in its times: what the stdio MCP bridge hands its tools."""
+    sender_raw, reader_raw = api.agent("sender"), api.agent("reader")  # plain HTTP, same keys
+    thread_id = sender_raw.open_thread("Round trip", ["reader"])["id"]
+    post = {"json": {"body": "hello", "summary": "hi"}, "headers": {"Idempotency-Key": "rt"}}
+    sender_raw.ok("POST", f"/threads/{thread_id}/messages", 201, **post)
+    reader_raw.inbox()  # from here on, listing and reading change nothing
+    with (
+        Client(api.base_url, sender_raw.token) as sender,
+        Client(api.base_url, reader_raw.token) as reader,
+    ):
+        message_id = reader.history(thread_id).items[0].id
+        delivery_id = reader.inbox().items[0].delivery_id
+        pairs = [
+            (reader.inbox(), reader_raw.ok("GET", "/inbox")),
+            (reader.read(message_id), reader_raw.ok("GET", f"/messages/{message_id}")),
+            (reader.history(thread_id), reader_raw.ok("GET", f"/threads/{thread_id}/messages")),
+            (reader.thread(thread_id), reader_raw.ok("GET", f"/threads/{thread_id}")),
+            (reader.limits(), reader_raw.ok("GET", "/limits")),
+            (ops.thread(thread_id), api.ok("GET", f"/threads/{thread_id}")),
+            (ops.threads(), api.ok("GET", "/threads")),
+            (ops.delivery(delivery_id), api.ok("GET", f"/deliveries/{delivery_id}")),
+            (
+                sender.send(thread_id, "hello", "hi", idempotency_key="rt"),
+                sender_raw.ok("POST", f"/threads/{thread_id}/messages", 200, **post),
+            ),
+        ]
+    for answer, expected in pairs:
+        assert answer.model_dump(mode="json", exclude_unset=True) == expected
+
+
+def test_async_client_end_to_end(api: Api, ops: Client, server: ServerThread) -> None:
+    keys = {name: ops.register_agent(name).api_key for name in ("reviewer", "implementer")}
+
+    async def scenario() -> None:
+        async with (
+            AsyncClient(api.base_url, keys["reviewer"]) as reviewer,
+            AsyncClient(api.base_url, keys["implementer"]) as implementer,
+        ):
+            assert (await implementer.me()).username == "implementer"
+            thread = await reviewer.open_thread("Async task", ["implementer"])
+            first = await reviewer.send(thread.id, "one", idempotency_key="k-1")
+            assert (await reviewer.send(thread.id, "one", idempotency_key="k-1")).duplicate
+            assert [i.message_id for i in (await implementer.inbox()).items] == [first.message.id]
+
+            # A long-poll wakes within a second of another agent's send.
+            waiting = asyncio.create_task(implementer.wait(timeout=20))
+            while listening(server) < 1:
+                await asyncio.sleep(0.01)
+            sent_at = time.monotonic()
+            second = await reviewer.send(thread.id, "two", kind="question")
+            woke = await waiting
+            assert time.monotonic() - sent_at < 1.0
+            assert [i.message_id for i in woke.items] == [second.message.id]
+            assert woke.waiting == 2
+
+            read = await implementer.read(second.message.id)
+            assert read.message.kind == "question"
+            acked = await implementer.acknowledge([first.message.id, second.message.id], "done")
+            assert sorted(acked.acknowledged) == sorted([first.message.id, second.message.id])
+            with pytest.raises(NotFound) as missing:
+                await implementer.thread("th_doesnotexist")
+            assert missing.value.code == "not_found" and missing.value.status == 404
+
+    asyncio.run(scenario())
+
+
+def test_wait_wakes_within_a_second_when_another_agent_sends(
+    agent: NewAgent, server: ServerThread
+) -> None:
+    sender, reader = agent("sender"), agent("reader")
+    thread = sender.open_thread("Watch the build", ["reader"])
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(reader.wait, 20)
+        until_listening(server)
+        sent_at = time.monotonic()
+        sent = sender.send(thread.id, "build is green", kind="update")
+        woke = waiting.result(timeout=10)
+        elapsed = time.monotonic() - sent_at
+    assert elapsed < 1.0, elapsed
+    assert [i.message_id for i in woke.items] == [sent.message.id]
+    assert reader.wait(1).items == []  # shown once: the next wait times out empty
+
+
+# Errors
+
+
+def test_errors_map_to_their_types_with_code_and_field(
+    api: Api, ops: Client, agent: NewAgent
+) -> None:
+    reviewer, implementer = agent("reviewer"), agent("implementer")
+    thread = reviewer.open_thread("Errors", ["implementer"])
+
+    with pytest.raises(NotFound) as missing:
+        implementer.read("msg_doesnotexist")
+    assert (missing.value.status, missing.value.code) == (404, "not_found")
+    with pytest.raises(ValidationError) as long_body:
+        reviewer.send(thread.id, "x" * 201)
+    assert (long_body.value.status, long_body.value.code, long_body.value.field) == (
+        422,
+        "summary_required",
+        "summary",
+    )
+    with pytest.raises(ValidationError) as bad_title:
+        reviewer.open_thread("", ["implementer"])
+    assert (bad_title.value.code, bad_title.value.field) == ("validation_error", "title")
+    with pytest.raises(Conflict) as taken:
+        ops.register_agent("reviewer")
+    assert (taken.value.status, taken.value.code) == (409, "username_taken")
+    reviewer.send(thread.id, "first", idempotency_key="same-key")
+    with pytest.raises(Conflict) as reused:
+        reviewer.send(thread.id, "a different body", idempotency_key="same-key")
+    assert reused.value.code == "idempotency_key_reused"
+    with pytest.raises(AuthError) as forbidden:
+        reviewer.agents()
+    assert (forbidden.value.status, forbidden.value.code) == (403, "forbidden")
+    with Client(api.base_url, "agt_not-a-real-key") as stranger, pytest.raises(AuthError) as who:
+        stranger.me()
+    assert (who.value.status, who.value.code) == (401, "unauthorized")
+    assert who.value.message  # the server's sentence
+
+    # Refused before any request: nothing could be sent, or it could name nothing.
+    with pytest.raises(ValidationError) as key:
+        reviewer.send(thread.id, "hello", idempotency_key="has a space")
+    assert key.value.field == "idempotency_key"
+    with pytest.raises(NotFound):
+        reviewer.thread("../agents")
+    with pytest.raises(TypeError):
+        reviewer.send(thread.id, "hello", to=["implementer"])
+
+
+def test_an_unreachable_server_is_a_transport_error() -> None:
+    client = Client(f"http://127.0.0.1:{free_port()}", "agt_x")
+    with client, pytest.raises(TransportError) as refused:
+        client.me()
+    assert isinstance(refused.value, ConnectionError)
+    assert not isinstance(refused.value, InbotsError) and "127.0.0.1" in str(refused.value)
+
+
+def test_a_long_poll_is_allowed_its_wait_on_top_of_the_timeout(ops: Client, api: Api) -> None:
+    key = ops.register_agent("sleeper").api_key
+    with Client(api.base_url, key, timeout=0.5) as client:
+        started = time.monotonic()
+        assert client.wait(2).items == []
+    assert time.monotonic() - started >= 1.9
+
+
+def test_no_answer_in_time_is_a_timeout_that_says_the_call_may_have_happened() -> None:
+    with (
+        receiver(hang(2)) as silent,
+        Client(silent.url, "agt_x", timeout=0.5) as client,
+        pytest.raises(Timeout) as late,
+    ):
+        client.send("th_1", "hello", idempotency_key="k")
+    assert isinstance(late.value, TimeoutError) and isinstance(late.value, TransportError)
+    assert "may or may not" in str(late.value)
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "cls", "retry_after"),
+    [
+        (429, {"Retry-After": "7"}, RateLimited, 7.0),
+        (503, {"Retry-After": "5"}, Unavailable, 5.0),
+        (410, {}, InbotsError, None),
+    ],
+)
+def test_limits_and_outages_carry_retry_after(
+    status: int, headers: dict[str, str], cls: type[InbotsError], retry_after: float | None
+) -> None:
+    """Today's server answers 429 only at the dashboard's sign-in and 503 only while its
+    database is down: a transport answers with the documented envelope instead."""
+    envelope = {"error": {"code": "rate_limited", "message": "Slow down.", "field": None}}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, json=envelope, headers=headers)
+
+    client = Client("http://inbots.test", "agt_x", transport=httpx.MockTransport(answer))
+    with client, pytest.raises(cls) as refused:
+        client.me()
+    assert type(refused.value) is cls
+    assert (refused.value.status, refused.value.retry_after) == (status, retry_after)
+    assert refused.value.message == "Slow down." and refused.value.field is None
+
+
+def test_answers_that_are_not_inbots_answers_say_so() -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/me":
+            return httpx.Response(502, text="<html>Bad Gateway</html>")
+        return httpx.Response(200, json={"unexpected": True})
+
+    with Client("http://inbots.test", "agt_x", transport=httpx.MockTransport(answer)) as client:
+        with pytest.raises(InbotsError) as proxy:
+            client.me()
+        assert (proxy.value.status, proxy.value.code) == (502, "http_502")
+        assert "Bad Gateway" in proxy.value.message
+        with pytest.raises(UnexpectedResponse):
+            client.limits()
+
+
+# The inbox iterator
+
+
+def test_messages_yields_each_message_once_across_several_waits(
+    api: Api, ops: Client, agent: NewAgent
+) -> None:
+    """Five messages wait before the iterator starts, more come while it long-polls. The
+    reader acknowledges nothing, so today's server shows the first page again after every
+    wait (``more`` stays true): each message still comes out exactly once."""
+    reader_key = ops.register_agent("reader").api_key
+    sender = agent("sender")
+    thread = sender.open_thread("Stream", ["reader"])
+    sent = [sender.send(thread.id, f"before {i}").message.id for i in range(5)]
+
+    def send_later(count: int) -> None:
+        time.sleep(0.3)  # while the iterator's long-poll waits
+        sent.extend(sender.send(thread.id, f"later {i}").message.id for i in range(count))
+
+    counting = CountingTransport()
+    got: list[str] = []
+    later: list[threading.Thread] = []
+    with Client(api.base_url, reader_key, transport=counting) as reader:
+        for item in reader.messages(wait=1, limit=2, forever=False):
+            got.append(item.message_id)
+            if len(got) in (5, 7):
+                later.append(threading.Thread(target=send_later, args=(2,)))
+                later[-1].start()
+    for t in later:
+        t.join()
+
+    assert got == sent and len(set(got)) == 9
+    assert counting.paths.count("/v1/inbox/wait") >= 3, counting.paths
+    assert "/v1/acks" not in counting.paths
+
+
+def test_messages_with_bodies_and_acknowledging_as_it_goes(agent: NewAgent) -> None:
+    sender, reader = agent("sender"), agent("reader")
+    thread = sender.open_thread("Bodies", ["reader"])
+    bodies = [f"body {i}" for i in range(3)]
+    for body in bodies:
+        sender.send(thread.id, body)
+    seen = []
+    for item in reader.messages(wait=1, limit=1, include_body=True, forever=False):
+        seen.append(item.body)
+        reader.acknowledge(item.delivery_id, "done")
+    assert seen == bodies
+    assert reader.inbox().waiting == 0
+
+
+def test_async_messages_yields_mail_as_it_comes(
+    api: Api, ops: Client, agent: NewAgent, server: ServerThread
+) -> None:
+    reader_key = ops.register_agent("reader").api_key
+    sender = agent("sender")
+    thread = sender.open_thread("Async stream", ["reader"])
+    sent = [sender.send(thread.id, "waiting already").message.id]
+
+    def send_while_it_waits() -> None:
+        until_listening(server)
+        sent.append(sender.send(thread.id, "came later").message.id)
+
+    async def scenario() -> list[str]:
+        got: list[str] = []
+        async with AsyncClient(api.base_url, reader_key) as reader:
+            async for item in reader.messages(wait=1, forever=False):
+                got.append(item.message_id)
+                if len(got) == 1:
+                    threading.Thread(target=send_while_it_waits).start()
+        return got
+
+    got = asyncio.run(scenario())
+    assert got == sent and len(got) == 2
+
+
+# The docs
+
+
+def test_the_first_session_in_the_docs_runs(
+    api: Api, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = (Path(__file__).resolve().parent.parent / "docs" / "client.md").read_text()
+    marked = page.split("<!-- tested:", 1)[1]
+    code = marked.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.setenv("INBOTS_URL", api.base_url)
+    monkeypatch.setenv("INBOTS_OPERATOR_TOKEN", api.token)
+    exec(compile(code, "docs/client.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "['accepted']" in out and "reviewer: Please review PR 12 before Friday." in out
+
+
+# Webhooks
+
+
+def test_verify_a_real_notification_from_the_embedded_engine(
+    ops: Client, agent: NewAgent, api: Api
+) -> None:
+    with receiver(always(204)) as hook:
+        created = ops.register_agent("pusher", webhook_url=hook.url)
+        assert created.webhook is not None
+        secret = created.webhook.signing_secret
+        sender = agent("sender")
+        thread = sender.open_thread("Push me", ["pusher"])
+        sent = sender.send(thread.id, "Wake up", summary="Wake up please", kind="question")
+        (request,) = hook.wait_for(1)
+
+    notification = verify(request.body, request.headers, secret)
+    delivery_id = sent.deliveries[0].id
+    assert notification["delivery_id"] == delivery_id
+    assert notification["summary"] == "Wake up please" and "body" not in notification
+    with pytest.raises(VerificationError):
+        verify(request.body + b" ", request.headers, secret)
+    with Client(api.base_url, created.api_key) as pusher:
+        assert pusher.received(delivery_id).state == "delivered"
+        assert pusher.read(delivery_id).message.body == "Wake up"
+
+
+def test_an_agent_manages_its_own_webhook(agent: NewAgent) -> None:
+    me = agent("hooked")
+    assert me.webhook() is None
+    made = me.set_webhook("http://127.0.0.1:9/hook")
+    assert made.signing_secret.startswith("whsec_") and made.previous_secret_expires_at is None
+    assert me.webhook() == made
+    assert me.me().webhook_url == "http://127.0.0.1:9/hook"
+    rotated = me.rotate_webhook()
+    assert rotated.signing_secret != made.signing_secret
+    assert rotated.previous_secret_expires_at is not None
+    with pytest.raises(ValidationError) as rejected:
+        me.set_webhook("ftp://example.com/hook")
+    assert rejected.value.code == "webhook_url_rejected"
+    me.remove_webhook()
+    assert me.webhook() is None
+
+
+# Inbots 1.1, against the stand-in (tests/client_standin.py) until the server has it
+
+
+def test_messages_pages_by_cursor_without_acknowledging_on_inbots_1_1() -> None:
+    with standin(mail=5) as server, Client(server.url, "agt_x") as client:
+        got = [item.delivery_id for item in client.messages(wait=1, limit=2, forever=False)]
+    assert got == [f"dlv_{n}" for n in range(1, 6)]
+    listings = server.requests("/v1/inbox")
+    assert [s.params.get("cursor") for s in listings] == [None, "2", "4"]
+    assert len(server.requests("/v1/inbox/wait")) == 1  # then one quiet wait ends it
+    assert not [s for s in server.seen if s.method == "POST"]
+
+
+def test_messages_asks_for_bodies_on_inbots_1_1() -> None:
+    async def scenario(url: str) -> list[str | None]:
+        async with AsyncClient(url, "agt_x") as client:
+            return [i.body async for i in client.messages(wait=1, include_body=True, forever=False)]
+
+    with standin(mail=3) as server:
+        bodies = asyncio.run(scenario(server.url))
+    assert bodies == ["body of 1", "body of 2", "body of 3"]
+    assert server.requests("/v1/inbox")[0].params == {"include": "body"}
+    assert not server.requests("/v1/messages/dlv_1")  # no read per item: the page had them
+
+
+def test_the_inbots_1_1_calls_use_the_addendums_paths_and_fields() -> None:
+    with standin(mail=2) as server, Client(server.url, "agt_x") as client:
+        page = client.inbox(
+            2, cursor="0", include="body", status="all", priority="urgent", since="dlv_0"
+        )
+        assert page.items[0].priority == "urgent" and page.items[0].thread_ref == "PR-12"
+        assert page.items[0].body == "body of 1" and page.next_cursor is None
+        assert server.seen[-1].params == {
+            "limit": "2",
+            "cursor": "0",
+            "include": "body",
+            "status": "all",
+            "priority": "urgent",
+            "since": "dlv_0",
+        }
+
+        woke = client.wait(1, events="receipts")
+        assert woke.receipts[0].outcome == "declined"
+        assert server.seen[-1].params == {"timeout": "1", "events": "receipts"}
+
+        read = client.read("dlv_1", ack="done")
+        assert read.delivery is not None and read.delivery.outcome == "done"
+        assert server.seen[-1].params == {"ack": "done"}
+
+        sent = client.send(
+            to=["implementer"],
+            body="Ship it",
+            title="Release",
+            ref="REL-3",
+            priority="urgent",
+            idempotency_key="rel-3",
+            ttl_seconds=3600,
+        )
+        assert sent.message.priority == "urgent"
+        posted = server.seen[-1]
+        assert (posted.method, posted.path) == ("POST", "/v1/messages")
+        assert posted.json == {
+            "to": ["implementer"],
+            "title": "Release",
+            "ref": "REL-3",
+            "body": "Ship it",
+            "priority": "urgent",
+            "ttl_seconds": 3600,
+        }
+        assert posted.headers["idempotency-key"] == "rel-3"
+
+        outbox = client.outbox(state="acknowledged", thread="th_1", cursor="c1")
+        assert outbox.items[0].receipts[0].outcome == "done" and outbox.next_cursor == "c2"
+        assert server.seen[-1].params == {"state": "acknowledged", "thread": "th_1", "cursor": "c1"}
+
+        since = datetime.fromisoformat("2026-01-02T03:04:05+00:00")
+        hits = client.search("schema migration", sender="reviewer", since=since, limit=5)
+        assert hits.items[0].snippet and hits.next_cursor is None
+        assert server.seen[-1].params == {
+            "q": "schema migration",
+            "sender": "reviewer",
+            "since": "2026-01-02T03:04:05.000000Z",
+            "limit": "5",
+        }
+
+        assert client.set_brief("# Me").brief == "# Me"
+        assert server.seen[-1].json == {"brief": "# Me"}
+        assert client.brief("reviewer").updated_at is not None
+
+        working = client.working("dlv_1", note="halfway")
+        assert working.working_at is not None and working.state == "working"
+        assert server.seen[-1].json == {"note": "halfway"}
+
+        (person,) = client.directory()
+        assert person.kind == "person" and person.username == "operator"
+
+
+def test_models_keep_fields_a_newer_server_adds() -> None:
+    item = inbots.client.InboxItem.model_validate(
+        {
+            "delivery_id": "dlv_1",
+            "message_id": "msg_1",
+            "thread_id": "th_1",
+            "thread_title": "t",
+            "sender": "s",
+            "kind": "task",
+            "summary": "hi",
+            "sent_at": "2026-11-29T19:47:51.977083Z",
+            "state": "delivered",
+            "held": True,
+        }
+    )
+    assert item.model_extra == {"held": True} and item.priority == "normal"
+    assert item.model_dump(mode="json")["sent_at"] == "2026-11-29T19:47:51.977083Z"
