@@ -22,14 +22,18 @@ class Delivery(Base):
 
     __tablename__ = "deliveries"
     __table_args__ = (
-        # The inbox and the long-poll: a recipient's unacknowledged deliveries, oldest first.
+        # The inbox and the long-poll: a recipient's unacknowledged deliveries, urgent first,
+        # then oldest first (the order its cursor follows).
         Index(
             "ix_deliveries_inbox",
             "recipient_id",
+            "priority_rank",
             "id",
             sqlite_where=text("acknowledged_at IS NULL"),
             postgresql_where=text("acknowledged_at IS NULL"),
         ),
+        # The inbox with acknowledged mail too (?status=acked|all), in the same order.
+        Index("ix_deliveries_recipient", "recipient_id", "priority_rank", "id"),
         # Operator listings: newest first, by workspace, thread or recipient.
         Index(None, "workspace_id", "id"),
         Index(None, "thread_id", "id"),
@@ -77,6 +81,9 @@ class Delivery(Base):
     message_id: Mapped[str] = mapped_column(ForeignKey("messages.id"))
     thread_id: Mapped[str] = mapped_column(ForeignKey("threads.id"))
     recipient_id: Mapped[str] = mapped_column(ForeignKey("agents.id"))
+    # The message's priority as the inbox sorts it: 0 urgent, 1 normal (messages.models
+    # priority_rank). Copied here so the inbox's order is an index scan, not a join and a sort.
+    priority_rank: Mapped[int] = mapped_column(Integer, default=1, server_default=text("1"))
 
     accepted_at: Mapped[datetime] = mapped_column(UTCDateTime())
     notified_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

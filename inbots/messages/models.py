@@ -9,6 +9,13 @@ from inbots.db.base import Base, UTCDateTime
 
 KINDS = ("task", "question", "update", "decision", "handoff", "ack")
 DEFAULT_KIND = "update"
+NORMAL, URGENT = "normal", "urgent"
+PRIORITIES = (NORMAL, URGENT)
+
+
+def priority_rank(priority: str) -> int:
+    """Where a priority sorts in an inbox, urgent first (a delivery's ``priority_rank``)."""
+    return 0 if priority == URGENT else 1
 
 
 class Message(Base):
@@ -24,6 +31,7 @@ class Message(Base):
     thread_id: Mapped[str] = mapped_column(ForeignKey("threads.id"))
     sender_id: Mapped[str] = mapped_column(ForeignKey("agents.id"))
     kind: Mapped[str] = mapped_column(String(16), default=DEFAULT_KIND)
+    priority: Mapped[str] = mapped_column(String(16), default=NORMAL, server_default=NORMAL)
     summary: Mapped[str | None] = mapped_column(String(800))
     body: Mapped[str] = mapped_column(Text)
     reply_to_id: Mapped[str | None] = mapped_column(String(40))

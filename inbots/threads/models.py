@@ -15,12 +15,17 @@ STATUSES = (OPEN, CLOSE_REQUESTED, CLOSED)
 
 class Thread(Base):
     __tablename__ = "threads"
-    __table_args__ = (Index(None, "workspace_id", "last_activity_at"),)
+    __table_args__ = (
+        Index(None, "workspace_id", "last_activity_at"),
+        Index(None, "workspace_id", "ref"),  # GET /v1/threads?ref=
+    )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     workspace_id: Mapped[str] = mapped_column(ForeignKey("workspaces.id"))
     title: Mapped[str] = mapped_column(String(400))
     goal: Mapped[str | None] = mapped_column(Text)
+    # A task reference set at opening (a ticket id, a scan id): what ?ref= finds threads by.
+    ref: Mapped[str | None] = mapped_column(String(128))
     status: Mapped[str] = mapped_column(String(20), default=OPEN)
     opened_by_id: Mapped[str] = mapped_column(ForeignKey("agents.id"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
