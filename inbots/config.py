@@ -73,6 +73,7 @@ class Settings(BaseSettings):
     summary_shown: int = Field(default=120, ge=2)
     thread_title_max: int = Field(default=200, ge=1)
     thread_goal_max: int = Field(default=2_000, ge=1)
+    thread_ref_max: int = Field(default=128, ge=1)
     description_max: int = Field(default=200, ge=1)
     note_max: int = Field(default=500, ge=1)
     idempotency_key_max: int = Field(default=128, ge=1)
@@ -93,6 +94,7 @@ class Settings(BaseSettings):
     list_max: int = Field(default=200, ge=1)
     check_inbox_default: int = Field(default=20, ge=1)
     check_inbox_max: int = Field(default=50, ge=1)
+    inbox_bodies_max: int = Field(default=20, ge=1)  # items a page when the page carries bodies
     wait_default_seconds: PositiveSeconds = 30.0
     wait_max_seconds: PositiveSeconds = 60.0
 

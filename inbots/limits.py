@@ -35,6 +35,7 @@ class Limits(Model):
     summary_shown: int
     thread_title_max: int
     thread_goal_max: int
+    thread_ref_max: int
     description_max: int
     note_max: int
     idempotency_key_max: int
@@ -44,6 +45,7 @@ class Limits(Model):
     list_max: int
     check_inbox_default: int
     check_inbox_max: int
+    inbox_bodies_max: int  # an inbox page with bodies lists at most this many
     wait_default_seconds: float
     wait_max_seconds: float
 

@@ -111,7 +111,7 @@ class _Parked:
 # CPU than running it, and every attempt runs both.
 _recipient, _sender = aliased(Agent), aliased(Agent)
 _CLAIM_READ = (
-    select(Delivery, Thread.status, Thread.title, _recipient, Message, _sender.username)
+    select(Delivery, Thread.status, Thread.title, Thread.ref, _recipient, Message, _sender.username)
     .join(Thread, Thread.id == Delivery.thread_id)
     .join(_recipient, _recipient.id == Delivery.recipient_id)
     .join(Message, Message.id == Delivery.message_id)
@@ -141,7 +141,7 @@ def _claim_in(uow: Any, engine: Engine, job: Job, now: datetime) -> _Claim | _Pa
     row = session.execute(_CLAIM_READ, {"delivery_id": job.delivery_id}).first()
     if row is None:
         return Result("skipped", reason="no such delivery")
-    delivery, thread_status, thread_title, recipient, message, sender = row
+    delivery, thread_status, thread_title, thread_ref, recipient, message, sender = row
     lost = delivery.claimed_until is not None and delivery.claimed_until <= now
     if lost:
         record_lost_attempt(session, s, delivery, recipient.webhook_url or "")
@@ -200,6 +200,7 @@ def _claim_in(uow: Any, engine: Engine, job: Job, now: datetime) -> _Claim | _Pa
         delivery,
         message,
         thread_title=thread_title,
+        thread_ref=thread_ref,
         sender=sender or "",
         recipient=recipient.username,
         shown=s.summary_shown,
@@ -232,6 +233,7 @@ def notification_body(
     message: Message,
     *,
     thread_title: str,
+    thread_ref: str | None = None,
     sender: str,
     recipient: str,
     shown: int,
@@ -243,9 +245,11 @@ def notification_body(
         "message_id": message.id,
         "thread_id": delivery.thread_id,
         "thread_title": thread_title,
+        "thread_ref": thread_ref,
         "sender": sender,
         "recipient": recipient,
         "kind": message.kind,
+        "priority": message.priority,
         "summary": shown_summary(message.summary, message.body, shown),
         "created_at": rfc3339(message.created_at),
     }

@@ -6,6 +6,7 @@ from inbots.kit.schema import Model, Request, Timestamp, choice
 from inbots.limits import bounds
 
 OUTCOMES = ("done", "declined")
+INBOX_STATUSES = ("unacked", "acked", "all")  # GET /v1/inbox?status=, check_inbox(status)
 
 
 class DeliveryRead(Model):
@@ -55,18 +56,24 @@ class InboxItem(Model):
     message_id: str
     thread_id: str
     thread_title: str
+    thread_ref: str | None
     sender: str
     kind: str
+    priority: str
     summary: str
     sent_at: Timestamp
     state: str
+    # Only in a page asked for with bodies (include=body); absent, not null, otherwise.
+    body: str | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class Inbox(BaseModel):
     items: list[InboxItem]
     returned: int
-    waiting: int
+    waiting: int  # every unacknowledged delivery of the caller, whatever the page's filters
     more: bool
+    # The next page (the same filters and order) when there is one; null at the end.
+    next_cursor: str | None = None
 
 
 class AckRequest(Request):

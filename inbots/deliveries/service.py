@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, select, update
+from sqlalchemy import ColumnElement, and_, func, or_, select, update
 
 from inbots.agents import service as agents
 from inbots.agents.models import Agent
@@ -15,6 +15,7 @@ from inbots.db.uow import UnitOfWork, mostly_reads, reads
 from inbots.deliveries.attempts import record_lost_attempt
 from inbots.deliveries.models import Delivery, DeliveryAttempt
 from inbots.deliveries.schemas import (
+    INBOX_STATUSES,
     OUTCOMES,
     AckRequest,
     AckResult,
@@ -29,11 +30,11 @@ from inbots.deliveries.stamps import stamp
 from inbots.deliveries.state import STATES, state_filter, state_of
 from inbots.dispatch.jobs import Job
 from inbots.errors import Conflict, Invalid, not_found
-from inbots.kit.clock import utcnow
+from inbots.kit.clock import parse_rfc3339, utcnow
 from inbots.kit.ids import kind_of
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
 from inbots.kit.text import shown_summary
-from inbots.messages.models import Message
+from inbots.messages.models import PRIORITIES, Message, priority_rank
 from inbots.threads.models import CLOSED, Thread
 
 
@@ -92,64 +93,171 @@ def _open_inbox(caller: Caller) -> list[ColumnElement[bool]]:
     ]
 
 
+_BAD_CURSOR = (
+    "cursor is not one this server gave out: pass the next_cursor of the previous inbox answer "
+    "(with the same filters), or leave it out to start at the first page."
+)
+
+
+def _inbox_cursor(cursor: str | None) -> tuple[int, str] | None:
+    """An inbox cursor: the last item's place in the inbox's order (priority rank, delivery id)."""
+    if not cursor:
+        return None
+    try:
+        value = decode_cursor(cursor)
+    except Invalid:
+        raise Invalid(_BAD_CURSOR, field="cursor") from None
+    rank, _, last_id = (value or "").partition(":")
+    if rank not in ("0", "1") or kind_of(last_id) != "delivery":
+        raise Invalid(_BAD_CURSOR, field="cursor")
+    return int(rank), last_id
+
+
+def _inbox_filters(
+    status: str | None, priority: str | None, since: str | None, include: str | None
+) -> tuple[list[ColumnElement[bool]], bool]:
+    """The WHERE clauses of an inbox listing's filters, and whether it carries bodies."""
+    where: list[ColumnElement[bool]] = []
+    status = status or "unacked"
+    if status not in INBOX_STATUSES:
+        raise Invalid(
+            "status must be unacked (the default: mail still to do), acked (mail you "
+            "acknowledged) or all.",
+            field="status",
+        )
+    if status == "unacked":
+        where.append(Delivery.acknowledged_at.is_(None))
+    elif status == "acked":
+        where.append(Delivery.acknowledged_at.is_not(None))
+    if priority:
+        if priority not in PRIORITIES:
+            raise Invalid(
+                "priority must be urgent (only urgent mail) or normal; leave it out for both.",
+                field="priority",
+            )
+        where.append(Delivery.priority_rank == priority_rank(priority))
+    if since:
+        if kind_of(since) == "delivery":
+            where.append(Delivery.id > since)
+        elif (moment := parse_rfc3339(since)) is not None:
+            where.append(Delivery.accepted_at > moment)
+        else:
+            raise Invalid(
+                "since must be a delivery id (dlv_…, from an earlier inbox answer) or an RFC 3339 "
+                "time with its zone, such as 2026-11-29T18:10:00Z.",
+                field="since",
+            )
+    bodies = False
+    for part in (include or "").split(","):
+        if part.strip() == "body":
+            bodies = True
+        elif part.strip():
+            raise Invalid(
+                "include takes body (include=body): each item then carries the message's body.",
+                field="include",
+            )
+    return where, bodies
+
+
 @mostly_reads
 def inbox(
     uow: UnitOfWork,
     caller: Caller,
     limit: object = None,
     *,
+    cursor: str | None = None,
+    include: str | None = None,
+    status: str | None = None,
+    priority: str | None = None,
+    since: str | None = None,
     maximum: int | None = None,
     default: int | None = None,
     unshown_only: bool = False,
 ) -> Inbox:
-    """Unacknowledged deliveries in open or close-requested threads, oldest first, summaries only.
+    """The caller's deliveries in open or close-requested threads, urgent first, then oldest
+    first; by default only the unacknowledged ones, with summaries.
 
-    Stamps the returned deliveries delivered; never fetched (a summary is not the message).
-    ``unshown_only`` (the long-poll's answer) lists only deliveries never shown before, so new
-    mail is never crowded out by a full page of older mail already seen; ``waiting`` still
-    counts all unacknowledged mail.
+    Paging never needs an acknowledgement: ``next_cursor`` continues after the last item (same
+    filters). ``include="body"`` adds each message's body (a page is then at most
+    ``inbox_bodies_max`` items) and stamps those deliveries fetched; without it listing stamps
+    delivered, never fetched (a summary is not the message). ``status`` is ``unacked``
+    (default), ``acked`` or ``all``; ``priority`` keeps one priority; ``since`` keeps deliveries
+    after a delivery id or an RFC 3339 time. ``unshown_only`` (the long-poll's answer) lists only
+    deliveries never shown before, so new mail is never crowded out by a full page of older mail
+    already seen. ``waiting`` always counts all unacknowledged mail.
     """
     s = uow.settings
+    where, bodies = _inbox_filters(status, priority, since, include)
+    after = _inbox_cursor(cursor)
     count = clamp_limit(limit, default or s.list_default, maximum or s.list_max)
-    where = _open_inbox(caller)
+    if bodies:
+        count = min(count, s.inbox_bodies_max)
+    where += [Delivery.recipient_id == caller.agent_id, Thread.status != CLOSED]
     if unshown_only:
         where.append(Delivery.delivered_at.is_(None))
+    if after is not None:
+        rank, last_id = after
+        where.append(
+            or_(
+                Delivery.priority_rank > rank,
+                and_(Delivery.priority_rank == rank, Delivery.id > last_id),
+            )
+        )
     waiting = waiting_count(uow, caller)
-    sender = Agent
     rows = uow.session.execute(
         select(
             Delivery,
             Thread.title,
-            sender.username,
+            Thread.ref,
+            Agent.username,
             Message.kind,
+            Message.priority,
             Message.summary,
             Message.body,
             Message.created_at,
         )
         .join(Thread, Thread.id == Delivery.thread_id)
         .join(Message, Message.id == Delivery.message_id)
-        .join(sender, sender.id == Message.sender_id)
+        .join(Agent, Agent.id == Message.sender_id)
         .where(*where)
-        .order_by(Delivery.id)
-        .limit(count)
+        .order_by(Delivery.priority_rank, Delivery.id)
+        .limit(count + 1)
     ).all()
-    deliveries = [r[0] for r in rows]
-    shown(uow, deliveries)
+    page, following = rows[:count], len(rows) > count
+    deliveries = [r[0] for r in page]
+    if bodies:
+        opened(uow, deliveries)
+    else:
+        shown(uow, deliveries)
     items = [
         InboxItem(
             delivery_id=d.id,
             message_id=d.message_id,
             thread_id=d.thread_id,
             thread_title=title,
-            sender=sender_name,
+            thread_ref=ref,
+            sender=sender,
             kind=kind,
+            priority=message_priority,
             summary=shown_summary(summary, body, s.summary_shown),
             sent_at=sent_at,
             state=state_of(d),
+            body=body if bodies else None,
         )
-        for d, title, sender_name, kind, summary, body, sent_at in rows
+        for d, title, ref, sender, kind, message_priority, summary, body, sent_at in page
     ]
-    return Inbox(items=items, returned=len(items), waiting=waiting, more=waiting > len(items))
+    last = deliveries[-1] if deliveries else None
+    next_cursor = (
+        encode_cursor(f"{last.priority_rank}:{last.id}")
+        if following and last is not None and not unshown_only
+        else None
+    )
+    # More: another page follows (on a first page of unacknowledged mail that is exactly
+    # waiting > returned). The long-poll, which lists only unshown mail, keeps that meaning.
+    more = waiting > len(items) if unshown_only else following
+    return Inbox(
+        items=items, returned=len(items), waiting=waiting, more=more, next_cursor=next_cursor
+    )
 
 
 @reads

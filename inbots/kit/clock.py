@@ -13,3 +13,15 @@ def rfc3339(value: datetime | None) -> str | None:
     if value is None:
         return None
     return value.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def parse_rfc3339(text: str) -> datetime | None:
+    """An RFC 3339 time with its zone (``2026-11-29T18:10:00Z``), in UTC; None for anything else
+    (no zone included: a time without one names no moment)."""
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("z", "Z").replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return moment.astimezone(UTC)

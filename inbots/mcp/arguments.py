@@ -9,12 +9,15 @@ their sentences are the HTTP API's. Unknown arguments are refused.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import ConfigDict, Field
 
-from inbots.deliveries.schemas import AckRequest
-from inbots.kit.schema import Request
+from inbots.deliveries.schemas import INBOX_STATUSES, AckRequest
+from inbots.errors import Invalid
+from inbots.kit.schema import Request, choice
 from inbots.limits import bounds
-from inbots.messages.schemas import MessageCreate
+from inbots.messages.schemas import DirectMessageCreate, MessageCreate, NewThread
 from inbots.threads.schemas import ParticipantAdd, ThreadCreate
 
 
@@ -39,6 +42,19 @@ class ListAgentsArguments(Arguments):
     )
 
 
+class ListThreadsArguments(Arguments):
+    ref: str | None = Field(
+        default=None,
+        description="Only threads with this task reference (the ref given when the thread was "
+        "opened, such as a ticket id).",
+    )
+    query: str | None = Field(
+        default=None,
+        description="Only threads whose title or goal contains this text (any case; matched "
+        "as written, no wildcards).",
+    )
+
+
 class OpenThreadArguments(ThreadCreate, Arguments):
     def request(self) -> ThreadCreate:
         return ThreadCreate.model_validate(self.model_dump(include=set(ThreadCreate.model_fields)))
@@ -48,7 +64,19 @@ class AddParticipantArguments(ParticipantAdd, ThreadArguments):
     pass
 
 
-class SendMessageArguments(MessageCreate, ThreadArguments):
+class SendMessageArguments(MessageCreate, NewThread, Arguments):
+    thread_id: str | None = Field(
+        default=None,
+        description="The thread to post to (th_…, from list_threads or check_inbox). Give "
+        "either thread_id or to, not both.",
+    )
+    to: list[str] | None = Field(
+        default=None,
+        description="Instead of thread_id: usernames (from list_agents) to open a NEW thread "
+        'with, posting this as its first message; ["*"] means every agent that is not '
+        "archived, other than you. title and ref then name the new thread.",
+        json_schema_extra=bounds(minItems=1),
+    )
     idempotency_key: str | None = Field(
         default=None,
         description="Any unique string of 1 to {idempotency_key_max} visible ASCII characters "
@@ -57,9 +85,35 @@ class SendMessageArguments(MessageCreate, ThreadArguments):
         json_schema_extra=bounds(minLength=1, maxLength="idempotency_key_max"),
     )
 
+    def target(self) -> str | None:
+        """The thread to post to, or None to open one (``to``); refuses both and neither."""
+        if self.thread_id is not None and self.to is not None:
+            raise Invalid(
+                "Give thread_id (post to that thread) or to (open a new thread with these "
+                "usernames), not both.",
+                field="to",
+            )
+        if self.thread_id is None and self.to is None:
+            raise Invalid(
+                "send_message needs thread_id (the thread to post to, from list_threads) or to "
+                "(usernames to open a new thread with, from list_agents).",
+                field="thread_id",
+            )
+        if self.thread_id is not None and (self.title is not None or self.ref is not None):
+            raise Invalid(
+                "title and ref name a new thread: use them with to, not with thread_id.",
+                field="title" if self.title is not None else "ref",
+            )
+        return self.thread_id
+
     def request(self) -> MessageCreate:
         return MessageCreate.model_validate(
             self.model_dump(include=set(MessageCreate.model_fields))
+        )
+
+    def direct(self) -> DirectMessageCreate:
+        return DirectMessageCreate.model_validate(
+            self.model_dump(include=set(DirectMessageCreate.model_fields))
         )
 
 
@@ -67,13 +121,42 @@ class CheckInboxArguments(Arguments):
     limit: int | None = Field(
         default=None,
         description="How many items to list at most (1 to {check_inbox_max}, default "
-        "{check_inbox_default}).",
+        "{check_inbox_default}; with include_bodies at most {inbox_bodies_max}).",
         json_schema_extra=bounds(minimum=1, maximum="check_inbox_max"),
     )
+    cursor: str | None = Field(
+        default=None,
+        description="The next_cursor of the previous answer, to see the next page (with the "
+        "same other arguments). Paging needs no acknowledgement.",
+    )
+    include_bodies: bool = Field(
+        default=False,
+        description="Also give each message's full body (recorded as read, as read_message "
+        "does), so no read_message call is needed; at most {inbox_bodies_max} items a page.",
+    )
+    status: str | None = Field(
+        default=None,
+        description="unacked (default: mail still to act on), acked (mail you already "
+        "acknowledged, to re-read it) or all.",
+        json_schema_extra=choice(*INBOX_STATUSES),
+    )
+    urgent_only: bool = Field(default=False, description="Only urgent mail.")
 
 
 class ReadMessageArguments(Arguments):
     id: str = Field(description="A message id (msg_…) or a delivery id (dlv_…) from check_inbox.")
+    acknowledge: Literal["done", "declined"] | None = Field(
+        default=None,
+        description="Also acknowledge it in the same call, with this outcome: done (nothing "
+        "more to do, or you did it) or declined (you will not). Only for mail that needs no "
+        "further work; leave it out when you still have to act.",
+    )
+    note: str | None = Field(
+        default=None,
+        description="With acknowledge: a short note for the sender (up to {note_max} "
+        "characters), e.g. why you declined.",
+        json_schema_extra=bounds(maxLength="note_max"),
+    )
 
 
 class ReadThreadArguments(ThreadArguments):

@@ -15,6 +15,7 @@ import functools
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 from urllib.parse import quote
 
@@ -40,7 +41,8 @@ from inbots.kit.paging import clamp_limit
 from inbots.limits import Limits
 from inbots.messages import schemas as messages_schemas
 from inbots.messages import service as messages
-from inbots.messages.schemas import MessageCreate
+from inbots.messages.models import URGENT
+from inbots.messages.schemas import DirectMessageCreate, MessageCreate
 from inbots.threads import service as threads
 from inbots.threads.schemas import ThreadCreate, ThreadList
 
@@ -54,20 +56,44 @@ class Backend(Protocol):
 
     async def whoami(self) -> Json: ...
     async def list_agents(self, query: str | None, active_only: bool) -> Json: ...
-    async def list_threads(self) -> Json: ...
+    async def list_threads(self, ref: str | None, query: str | None) -> Json: ...
     async def open_thread(self, request: ThreadCreate) -> Json: ...
     async def add_participant(self, thread_id: str, username: str) -> Json: ...
     async def send_message(
         self, thread_id: str, request: MessageCreate, idempotency_key: str | None
     ) -> Json: ...
-    async def check_inbox(self, limit: int | None) -> Json: ...
-    async def read_message(self, ident: str) -> Json: ...
+    async def send_direct(
+        self, request: DirectMessageCreate, idempotency_key: str | None
+    ) -> Json: ...
+    async def check_inbox(self, query: InboxQuery) -> Json: ...
+    async def read_message(
+        self, ident: str, acknowledge: str | None = None, note: str | None = None
+    ) -> Json: ...
     async def read_thread(
         self, thread_id: str, since: str | None, limit: int | None, cursor: str | None
     ) -> Json: ...
     async def acknowledge(self, request: AckRequest) -> Json: ...
     async def wait_for_mail(self, timeout_seconds: float | None) -> Json: ...
     async def request_close(self, thread_id: str) -> Json: ...
+
+
+@dataclass(frozen=True)
+class InboxQuery:
+    """``check_inbox``'s arguments (the page of ``GET /v1/inbox`` it asks for)."""
+
+    limit: int | None = None
+    cursor: str | None = None
+    include_bodies: bool = False
+    status: str | None = None
+    urgent_only: bool = False
+
+    @property
+    def include(self) -> str | None:
+        return "body" if self.include_bodies else None
+
+    @property
+    def priority(self) -> str | None:
+        return URGENT if self.urgent_only else None
 
 
 def _json(model: BaseModel) -> Json:
@@ -113,8 +139,8 @@ class LocalBackend:
         found = await self._run(agents.directory, query, active_only)
         return _json(Directory(items=found))
 
-    async def list_threads(self) -> Json:
-        found = await self._run(threads.list_threads, None, None)
+    async def list_threads(self, ref: str | None, query: str | None) -> Json:
+        found = await self._run(threads.list_threads, None, None, ref=ref, query=query)
         return _json(ThreadList(items=found))
 
     async def open_thread(self, request: ThreadCreate) -> Json:
@@ -128,18 +154,29 @@ class LocalBackend:
     ) -> Json:
         return _json(await self._run(messages.send_message, thread_id, request, idempotency_key))
 
-    async def check_inbox(self, limit: int | None) -> Json:
+    async def send_direct(self, request: DirectMessageCreate, idempotency_key: str | None) -> Json:
+        return _json(await self._run(messages.send_direct, request, idempotency_key))
+
+    async def check_inbox(self, query: InboxQuery) -> Json:
         s = self.settings
         inbox = await self._run(
             deliveries.inbox,
-            limit,
+            query.limit,
+            cursor=query.cursor,
+            include=query.include,
+            status=query.status,
+            priority=query.priority,
             maximum=s.check_inbox_max,
             default=s.check_inbox_default,
         )
         return _json(inbox)
 
-    async def read_message(self, ident: str) -> Json:
-        return _json(await self._run(messages.read_message, ident))
+    async def read_message(
+        self, ident: str, acknowledge: str | None = None, note: str | None = None
+    ) -> Json:
+        if acknowledge is None:
+            return _json(await self._run(messages.read_message, ident))
+        return _json(await self._run(messages.read_and_acknowledge, ident, acknowledge, note))
 
     async def read_thread(
         self, thread_id: str, since: str | None, limit: int | None, cursor: str | None
@@ -268,8 +305,9 @@ class HttpBackend:
             params["active"] = "true"
         return await self._call("GET", "/directory", params=params)
 
-    async def list_threads(self) -> Json:
-        page = await self._call("GET", "/threads")
+    async def list_threads(self, ref: str | None, query: str | None) -> Json:
+        params = {name: value for name, value in (("ref", ref), ("query", query)) if value}
+        page = await self._call("GET", "/threads", params=params)
         return {"items": page.get("items", [])}  # the tool's shape: the first page, no cursor
 
     async def open_thread(self, request: ThreadCreate) -> Json:
@@ -289,13 +327,34 @@ class HttpBackend:
         body = request.model_dump(exclude_none=True)
         return await self._call("POST", path, body=body, headers=headers)
 
-    async def check_inbox(self, limit: int | None) -> Json:
-        # GET /v1/inbox applies the listing limits; the tool's are narrower, so apply them here.
-        count = clamp_limit(limit, self.limits.check_inbox_default, self.limits.check_inbox_max)
-        return await self._call("GET", "/inbox", params={"limit": str(count)})
+    async def send_direct(self, request: DirectMessageCreate, idempotency_key: str | None) -> Json:
+        key = messages_schemas.idempotency_key(idempotency_key, self.limits.idempotency_key_max)
+        headers = {"Idempotency-Key": key} if key is not None else {}
+        body = request.model_dump(exclude_none=True)
+        return await self._call("POST", "/messages", body=body, headers=headers)
 
-    async def read_message(self, ident: str) -> Json:
-        return await self._call("GET", f"/messages/{_segment(ident, 'message')}")
+    async def check_inbox(self, query: InboxQuery) -> Json:
+        # GET /v1/inbox applies the listing limits; the tool's are narrower, so apply them here.
+        limits = self.limits
+        count = clamp_limit(query.limit, limits.check_inbox_default, limits.check_inbox_max)
+        params = {"limit": str(count)}
+        for name, value in (
+            ("cursor", query.cursor),
+            ("include", query.include),
+            ("status", query.status),
+            ("priority", query.priority),
+        ):
+            if value is not None:
+                params[name] = value
+        return await self._call("GET", "/inbox", params=params)
+
+    async def read_message(
+        self, ident: str, acknowledge: str | None = None, note: str | None = None
+    ) -> Json:
+        params = {"ack": acknowledge} if acknowledge is not None else {}
+        if acknowledge is not None and note is not None:
+            params["note"] = note
+        return await self._call("GET", f"/messages/{_segment(ident, 'message')}", params=params)
 
     async def read_thread(
         self, thread_id: str, since: str | None, limit: int | None, cursor: str | None

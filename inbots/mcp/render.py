@@ -13,8 +13,16 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
+def _ref(t: Json) -> str:
+    return f" [ref {t['ref']}]" if t.get("ref") else ""
+
+
+def _urgent(m: Json) -> str:
+    return "URGENT " if m.get("priority") == "urgent" else ""
+
+
 def _thread(t: Json) -> str:
-    lines = [f"Thread {t['id']} “{t['title']}” is {t['status'].replace('_', ' ')}."]
+    lines = [f"Thread {t['id']} “{t['title']}”{_ref(t)} is {t['status'].replace('_', ' ')}."]
     if t.get("goal"):
         lines.append(f"Goal: {t['goal']}")
     lines.append(f"Opened by {t['opened_by']}; participants: {', '.join(t['participants'])}.")
@@ -52,7 +60,7 @@ def render_threads(d: Json) -> str:
     lines = [f"You are in {_plural(len(items), 'thread')}, most recent activity first:"]
     for t in items:
         lines.append(
-            f"- {t['id']} “{t['title']}” [{t['status']}] opened by {t['opened_by']}; "
+            f"- {t['id']} “{t['title']}”{_ref(t)} [{t['status']}] opened by {t['opened_by']}; "
             f"participants: {', '.join(t['participants'])}; last activity {t['last_activity_at']}"
         )
     lines.append("Reuse the thread of a task rather than opening another one for it.")
@@ -85,24 +93,48 @@ def render_sent(r: Json) -> str:
             f"Nothing new was sent: this idempotency_key was already used for this same message, "
             f"{m['id']} in thread {m['thread_id']}, which went to {to}."
         )
-    return f"Sent {m['kind']} {m['id']} to thread {m['thread_id']}; one delivery each for {to}."
+    return (
+        f"Sent {_urgent(m).lower()}{m['kind']} {m['id']} to thread {m['thread_id']}; one "
+        f"delivery each for {to}."
+    )
 
 
-def inbox_notice(inbox: Json) -> str:
+def _messages_are(count: int) -> str:
+    return f"{count} more {'message is' if count == 1 else 'messages are'}"
+
+
+def inbox_notice(inbox: Json, *, whole: bool = True) -> str:
+    """What an inbox answer means and what to do next. ``whole``: the answer is a first page of
+    all unacknowledged mail (or a long-poll's), so ``waiting - returned`` is how many follow."""
     returned, waiting = inbox["returned"], inbox["waiting"]
-    more = waiting - returned
-    if waiting == 0:
+    cursor = inbox.get("next_cursor")
+    if cursor:
+        head = _messages_are(waiting - returned) + " waiting" if whole else "More mail follows"
+        return (
+            f'{head}: to see the next page, call check_inbox with cursor "{cursor}" (and the '
+            "same other arguments). You do not need to acknowledge anything to see it; "
+            "acknowledge each message only once you have finished with it."
+        )
+    if returned == 0 and waiting == 0:
         return "Your inbox is empty: no unacknowledged mail."
     if returned == 0:
+        if not whole:
+            return (
+                f"Nothing matches. {_plural(waiting, 'unacknowledged message')} "
+                f"{'is' if waiting == 1 else 'are'} waiting: check_inbox without filters lists "
+                "them."
+            )
         return (
             f"Nothing new. {_plural(waiting, 'unacknowledged message')} you have already been "
             f"shown {'is' if waiting == 1 else 'are'} still waiting: check_inbox lists them."
         )
-    if more > 0:
+    if whole and waiting > returned:  # a long-poll lists only what is new
         return (
-            f"{more} more {'message is' if more == 1 else 'messages are'} waiting; call "
-            "check_inbox again after acknowledging these."
+            f"{_messages_are(waiting - returned)} waiting that you were shown before: "
+            "check_inbox lists them."
         )
+    if not whole:
+        return f"That is the last page. {_plural(waiting, 'unacknowledged message')} in all."
     return "That is everything waiting for you."
 
 
@@ -110,24 +142,38 @@ def render_inbox(inbox: Json) -> str:
     items = inbox["items"]
     if not items:
         return inbox["notice"]
-    lines = [f"{_plural(len(items), 'unacknowledged message')}, oldest first:"]
+    bodies = any("body" in i for i in items)
+    lines = [f"{_plural(len(items), 'message')}, urgent first, then oldest first:"]
     for n, i in enumerate(items, 1):
+        ref = f" [ref {i['thread_ref']}]" if i.get("thread_ref") else ""
+        done = ", acknowledged" if i["state"] == "acknowledged" else ""
         lines.append(
-            f"{n}. [{i['kind']}] from {i['sender']} in “{i['thread_title']}”: {i['summary']}\n"
+            f"{n}. {_urgent(i)}[{i['kind']}] from {i['sender']} in “{i['thread_title']}”{ref}: "
+            f"{i['summary']}\n"
             f"   delivery_id {i['delivery_id']}, message_id {i['message_id']}, "
-            f"thread_id {i['thread_id']}, sent {i['sent_at']}"
+            f"thread_id {i['thread_id']}, sent {i['sent_at']}{done}"
         )
+        if "body" in i:
+            lines.append("   ---\n" + "\n".join(f"   {line}" for line in i["body"].splitlines()))
     lines.append(inbox["notice"])
-    lines.append(
-        "Listing marks nothing read. read_message gives the full body; acknowledge each one "
-        "(done or declined) when you are finished with it."
-    )
+    if bodies:
+        lines.append(
+            "These bodies are recorded as read. Acknowledge each message (done or declined) "
+            "when you are finished with it."
+        )
+    else:
+        lines.append(
+            "Listing marks nothing read. read_message gives the full body (or list with "
+            "include_bodies); acknowledge each one (done or declined) when you are finished "
+            "with it."
+        )
     return "\n".join(lines)
 
 
 def render_message(r: Json) -> str:
     m, d = r["message"], r["delivery"]
-    head = f"Message {m['id']} ({m['kind']}) from {m['sender']} in thread {m['thread_id']}, "
+    head = "Urgent message" if m.get("priority") == "urgent" else "Message"
+    head += f" {m['id']} ({m['kind']}) from {m['sender']} in thread {m['thread_id']}, "
     head += f"sent {m['created_at']}"
     if m.get("reply_to"):
         head += f", replying to {m['reply_to']}"
@@ -139,7 +185,7 @@ def render_message(r: Json) -> str:
         lines.append("No copy of it is addressed to you (you sent it, or joined later).")
     elif d["acknowledged_at"]:
         outcome = f" ({d['outcome']})" if d.get("outcome") else ""
-        lines.append(f"You already acknowledged delivery {d['id']}{outcome}.")
+        lines.append(f"Your delivery {d['id']} is acknowledged{outcome}: nothing more to do.")
     else:
         lines.append(
             f"When you have acted on it or decided not to, acknowledge delivery {d['id']} "
@@ -154,7 +200,7 @@ def render_history(h: Json) -> str:
         return "No messages."
     lines = [f"{_plural(len(items), 'message')}, oldest first:"]
     for m in items:
-        head = f"--- {m['id']} ({m['kind']}) from {m['sender']}, {m['created_at']}"
+        head = f"--- {_urgent(m)}{m['id']} ({m['kind']}) from {m['sender']}, {m['created_at']}"
         if m.get("reply_to"):
             head += f", replying to {m['reply_to']}"
         lines.append(head)

@@ -34,6 +34,7 @@ from inbots.mcp.arguments import (
     Arguments,
     CheckInboxArguments,
     ListAgentsArguments,
+    ListThreadsArguments,
     NoArguments,
     OpenThreadArguments,
     ReadMessageArguments,
@@ -42,7 +43,7 @@ from inbots.mcp.arguments import (
     ThreadArguments,
     WaitForMailArguments,
 )
-from inbots.mcp.backends import Backend, Json
+from inbots.mcp.backends import Backend, InboxQuery, Json
 from inbots.mcp.render import (
     inbox_notice,
     render_acks,
@@ -65,9 +66,10 @@ log = logging.getLogger(__name__)
 INSTRUCTIONS = """\
 Inbots is the mailbox you share with other agents and the human operator who owns them. Work is
 organised in threads, one per task; a message posted to a thread reaches every other participant.
-At the start of each turn call check_inbox. Before acting on a message, read_message (the inbox
-shows summaries only). When you have acted on it - or decided not to - acknowledge it, with
-outcome done or declined: every message you receive needs an acknowledgement. Before opening a
+At the start of each turn call check_inbox (include_bodies: true gives the bodies too; page on
+with its cursor, never by acknowledging). Before acting on a message, read its body. When you
+have acted on it - or decided not to - acknowledge it, with outcome done or declined: every
+message you receive needs an acknowledgement. Before opening a
 thread, check list_threads and reuse the thread for that task if there is one. With nothing else
 to do, wait_for_mail instead of polling."""
 
@@ -180,9 +182,23 @@ def _is_list(annotation: Any) -> bool:
     return get_origin(annotation) is list
 
 
-async def _inbox_answer(found: Awaitable[Json]) -> Json:
+async def _inbox_answer(found: Awaitable[Json], *, whole: bool = True) -> Json:
     inbox = await found
-    return {**inbox, "notice": inbox_notice(inbox)}
+    return {**inbox, "notice": inbox_notice(inbox, whole=whole)}
+
+
+def _check_inbox(backend: Backend, a: CheckInboxArguments) -> Awaitable[Json]:
+    query = InboxQuery(a.limit, a.cursor, a.include_bodies, a.status, a.urgent_only)
+    # A first page of all unacknowledged mail: "N more" after it is exact.
+    whole = not a.cursor and a.status in (None, "unacked") and not a.urgent_only
+    return _inbox_answer(backend.check_inbox(query), whole=whole)
+
+
+def _send_message(backend: Backend, a: SendMessageArguments) -> Awaitable[Json]:
+    thread_id = a.target()
+    if thread_id is None:
+        return backend.send_direct(a.direct(), a.idempotency_key)
+    return backend.send_message(thread_id, a.request(), a.idempotency_key)
 
 
 def tool_specs() -> list[ToolSpec]:
@@ -225,14 +241,17 @@ def tool_specs() -> list[ToolSpec]:
             title="List my threads",
             description=(
                 "The threads you are in that are not closed, most recent activity first: id, "
-                "title, goal, status (open, or close_requested: readable but no new messages), "
-                "who opened it and who is on it. A thread is one task. Call this before "
-                "open_thread and reuse the thread for the task if one exists, instead of "
-                "opening a duplicate. Changes nothing; to see messages use read_thread."
+                "title, goal, ref (a task reference such as a ticket id, if one was given), "
+                "status (open, or close_requested: readable but no new messages), who opened it "
+                "and who is on it. A thread is one task. Call this before open_thread and reuse "
+                "the thread for the task if one exists, instead of opening a duplicate. ref: "
+                "only threads with that task reference. query: only threads whose title or goal "
+                "contains that text (any case). Changes nothing; to see messages use "
+                "read_thread."
             ),
-            arguments=NoArguments,
+            arguments=ListThreadsArguments,
             result=ThreadList,
-            invoke=lambda b, a: b.list_threads(),
+            invoke=lambda b, a: b.list_threads(a.ref, a.query),
             render=render_threads,
             read_only=True,
         ),
@@ -241,10 +260,14 @@ def tool_specs() -> list[ToolSpec]:
             title="Open a thread",
             description=(
                 "Start a thread for ONE new task, with the agents who should work on it (their "
-                "usernames from list_agents); you become its opener and a participant. First "
-                "check list_threads: if a thread for this task exists, post there with "
-                "send_message instead. Opening sends nothing: follow with send_message. The "
-                "answer's id (th_…) is the thread_id the other tools take."
+                'usernames from list_agents, at least one besides you; ["*"] for every agent '
+                "that is not archived); you become its opener and a participant. First check "
+                "list_threads: if a thread for this task exists, post there with send_message "
+                "instead. ref: an optional task reference (a ticket id, up to "
+                "{thread_ref_max} characters) to find the thread by later. Opening sends "
+                "nothing: follow with send_message (or open and send in one call with "
+                "send_message and to). The answer's id (th_…) is the thread_id the other tools "
+                "take."
             ),
             arguments=OpenThreadArguments,
             result=ThreadRead,
@@ -269,40 +292,49 @@ def tool_specs() -> list[ToolSpec]:
             name="send_message",
             title="Send a message",
             description=(
-                "Post a message to a thread; every other participant gets its own copy (a "
-                "delivery) in its inbox. Messages go to threads, never to agents directly: to "
-                "reach someone new, add_participant or open_thread with them. body: 1 to "
-                "{message_body_max:,} characters; point at files or URLs rather than pasting "
-                "them. summary: one line, up to {summary_max} characters, saying what you "
-                "are asking for; recipients see it in their inbox, and it is required when the "
-                "body is longer than {summary_required_over} characters. kind: task, "
-                "question, update (default), decision, handoff or ack. reply_to: a message id "
-                "in the same thread. idempotency_key: if you are unsure a send went through, "
-                "repeat it with the same key and content and you get the original back "
-                "(duplicate: true) instead of a second message. The answer lists one delivery "
-                "per recipient."
+                "Post a message; every other participant of its thread gets its own copy (a "
+                "delivery) in its inbox. Either thread_id: post to that existing thread; or "
+                'to: usernames (from list_agents, or ["*"] for every agent that is not '
+                "archived) to open a NEW thread with them and post this as its first message, "
+                "in one call (title: the thread's title, by default the summary; ref: a task "
+                "reference such as a ticket id). Give one of thread_id and to, never both. "
+                "body: 1 to {message_body_max:,} characters; point at files or URLs rather "
+                "than pasting them. summary: one line, up to {summary_max} characters, "
+                "saying what you are asking for; recipients see it in their inbox, and it is "
+                "required when the body is longer than {summary_required_over} characters. "
+                "kind: task, question, update (default), decision, handoff or ack. priority: "
+                "normal (default) or urgent (listed first in every recipient's inbox). "
+                "reply_to: a message id in the same thread. idempotency_key: if you are unsure "
+                "a send went through, repeat it with the same key and content and you get the "
+                "original back (duplicate: true) instead of a second message. The answer lists "
+                "one delivery per recipient; message.thread_id is the thread it went to."
             ),
             arguments=SendMessageArguments,
             result=SendResult,
-            invoke=lambda b, a: b.send_message(a.thread_id, a.request(), a.idempotency_key),
+            invoke=_send_message,
             render=render_sent,
         ),
         ToolSpec(
             name="check_inbox",
             title="Check inbox",
             description=(
-                "Your unacknowledged mail, oldest first: one item per message with sender, "
-                "thread, kind and a summary (not the body), plus its delivery_id and "
-                "message_id. Call it at the start of every turn and when you finish a piece of "
-                "work. Listing marks nothing read or done: items stay until you acknowledge "
-                "them, so the same ones come back next time. For each item: read_message for "
-                "the full body, act on it (or decide not to), then acknowledge it. limit: 1 to "
+                "Your unacknowledged mail, urgent first, then oldest first: one item per message "
+                "with sender, thread (and its ref), kind, priority and a summary, plus its "
+                "delivery_id and message_id. Call it at the start of every turn and when you "
+                "finish a piece of work. Listing marks nothing read or done: items stay until "
+                "you acknowledge them, so the same ones come back next time. For each item: "
+                "read it, act on it (or decide not to), then acknowledge it. include_bodies: "
+                "true gives each full body too (recorded as read), so no read_message call is "
+                "needed; then at most {inbox_bodies_max} items a page. limit: 1 to "
                 "{check_inbox_max} items (default {check_inbox_default}); the answer says "
-                "in words how many more are waiting."
+                "in words how many more are waiting. When next_cursor is set, call again with "
+                "it as cursor to see the next page: you never need to acknowledge mail to see "
+                "what is behind it. status: unacked (default), acked (re-read mail you "
+                "acknowledged) or all. urgent_only: only urgent mail."
             ),
             arguments=CheckInboxArguments,
             result=InboxAnswer,
-            invoke=lambda b, a: _inbox_answer(b.check_inbox(a.limit)),
+            invoke=_check_inbox,
             render=render_inbox,
         ),
         ToolSpec(
@@ -312,11 +344,13 @@ def tool_specs() -> list[ToolSpec]:
                 "The full body of one message, by its message id (msg_…) or your delivery id "
                 "(dlv_…), both shown by check_inbox. Reading records that you opened it (the "
                 "sender can see that) but is not an acknowledgement: acknowledge it when you "
-                "have acted on it or decided not to."
+                "have acted on it or decided not to. For mail that needs no work (an update, "
+                "an FYI), pass acknowledge: done (or declined, with a note) to read and "
+                "acknowledge it in this one call."
             ),
             arguments=ReadMessageArguments,
             result=MessageWithDelivery,
-            invoke=lambda b, a: b.read_message(a.id),
+            invoke=lambda b, a: b.read_message(a.id, a.acknowledge, a.note),
             render=render_message,
             idempotent=True,
         ),

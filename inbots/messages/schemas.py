@@ -6,7 +6,7 @@ from inbots.deliveries.schemas import DeliveryRead
 from inbots.errors import Invalid
 from inbots.kit.schema import Model, Request, Timestamp, choice
 from inbots.limits import bounds
-from inbots.messages.models import KINDS
+from inbots.messages.models import KINDS, PRIORITIES
 
 
 class MessageCreate(Request):
@@ -34,6 +34,41 @@ class MessageCreate(Request):
     reply_to: str | None = Field(
         default=None, description="The id of the message (msg_…) in this thread you answer."
     )
+    priority: str | None = Field(
+        default=None,
+        description="normal (default) or urgent. Urgent mail is listed first in every "
+        "recipient's inbox; keep it for what cannot wait.",
+        json_schema_extra=choice(*PRIORITIES),
+    )
+
+
+class NewThread(Request):
+    """What a send that opens its own thread says about that thread (besides who is in it)."""
+
+    title: str | None = Field(
+        default=None,
+        description="The new thread's title, up to {thread_title_max} characters; by default "
+        "the summary, or else the body's first line, cut to fit.",
+        json_schema_extra=bounds(maxLength="thread_title_max"),
+    )
+    ref: str | None = Field(
+        default=None,
+        description="A task reference for the new thread, such as a ticket id (1 to "
+        "{thread_ref_max} printable characters): list_threads finds threads by it.",
+        json_schema_extra=bounds(minLength=1, maxLength="thread_ref_max"),
+    )
+
+
+class DirectMessageCreate(MessageCreate, NewThread):
+    """``POST /v1/messages``: open a new thread with these recipients and post its first
+    message, in one transaction."""
+
+    to: list[str] = Field(
+        description='Usernames of the recipients (from list_agents), or ["*"] for every agent '
+        "of the workspace that is not archived, other than you. A new thread is opened with "
+        "them and you.",
+        json_schema_extra=bounds(minItems=1),
+    )
 
 
 class MessageRead(Model):
@@ -41,6 +76,7 @@ class MessageRead(Model):
     thread_id: str
     sender: str
     kind: str
+    priority: str
     summary: str | None
     body: str
     reply_to: str | None

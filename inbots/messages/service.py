@@ -17,6 +17,7 @@ from inbots.auth.service import Caller
 from inbots.db.uow import UnitOfWork, mostly_reads, reads
 from inbots.deliveries import service as deliveries
 from inbots.deliveries.models import Delivery
+from inbots.deliveries.schemas import OUTCOMES, AckRequest
 from inbots.deliveries.state import state_of
 from inbots.dispatch.jobs import Job
 from inbots.errors import (
@@ -31,9 +32,18 @@ from inbots.errors import (
 from inbots.kit.clock import utcnow
 from inbots.kit.ids import kind_of, new_id
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
-from inbots.messages.models import DEFAULT_KIND, KINDS, Message
+from inbots.kit.text import shown_summary
+from inbots.messages.models import (
+    DEFAULT_KIND,
+    KINDS,
+    NORMAL,
+    PRIORITIES,
+    Message,
+    priority_rank,
+)
 from inbots.messages.schemas import (
     DeliveryBrief,
+    DirectMessageCreate,
     History,
     MessageCreate,
     MessageRead,
@@ -55,6 +65,7 @@ def to_read(message: Message, sender: str) -> MessageRead:
         thread_id=message.thread_id,
         sender=sender,
         kind=message.kind,
+        priority=message.priority,
         summary=message.summary,
         body=message.body,
         reply_to=message.reply_to_id,
@@ -107,10 +118,23 @@ def _check_content(
     return body, summary, kind
 
 
-def _fingerprint(
-    thread_id: str, body: str, summary: str | None, kind: str, reply_to: str | None
-) -> str:
-    canonical = json.dumps([thread_id, body, summary, kind, reply_to], ensure_ascii=False)
+def _check_priority(priority: object) -> str:
+    if priority is None:
+        return NORMAL
+    if priority not in PRIORITIES:
+        raise Invalid(
+            "priority must be normal (the default) or urgent (listed first in every inbox).",
+            field="priority",
+        )
+    assert isinstance(priority, str)
+    return priority
+
+
+def _fingerprint(*parts: object, priority: str = NORMAL) -> str:
+    """What one send's content hashes to, for its idempotency key. A normal message hashes as
+    it did before priorities existed, so keys stored then still match their repeats."""
+    values = [*parts] if priority == NORMAL else [*parts, priority]
+    canonical = json.dumps(values, ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -154,9 +178,10 @@ def send_message(
     body, summary, kind, reply_to = request.body, request.summary, request.kind, request.reply_to
     thread = threads.visible_thread(uow, caller, thread_id, lock=True)
     body, summary, kind = _check_content(uow, caller, body, summary, kind)
+    priority = _check_priority(request.priority)
     if reply_to is not None and not isinstance(reply_to, str):
         raise Invalid("reply_to must be a message id.", field="reply_to")
-    fingerprint = _fingerprint(thread.id, body, summary, kind, reply_to)
+    fingerprint = _fingerprint(thread.id, body, summary, kind, reply_to, priority=priority)
     if key is not None and (original := _by_key(uow, caller.agent_id, key)) is not None:
         return _replay(uow, original, fingerprint)
     if thread.status != OPEN:
@@ -188,24 +213,12 @@ def send_message(
     if caller.is_operator:
         threads.join(uow, thread, caller.agent_id)
 
-    now = utcnow()
-    message = Message(
-        id=new_id("msg"),
-        workspace_id=caller.workspace_id,
-        thread_id=thread.id,
-        sender_id=caller.agent_id,
-        kind=kind,
-        summary=summary,
-        body=body,
-        reply_to_id=reply_to,
-        created_at=now,
-        idempotency_key=key,
-        content_hash=fingerprint if key is not None else None,
-    )
+    message = _message(uow, caller, thread, body, summary, kind, priority, reply_to)
     if key is None:
         uow.session.add(message)
         uow.session.flush()
     else:
+        message.idempotency_key, message.content_hash = key, fingerprint
         try:
             with uow.session.begin_nested():  # a savepoint only where a key can collide
                 uow.session.add(message)
@@ -217,7 +230,98 @@ def send_message(
             if original is None:
                 raise
             return _replay(uow, original, fingerprint)
+    return _deliver(uow, caller, thread, message, [(r[0], r[1], r[2]) for r in recipients])
 
+
+def send_direct(
+    uow: UnitOfWork,
+    caller: Caller,
+    request: DirectMessageCreate,
+    idempotency_key: object = None,
+) -> SendResult:
+    """Open a new thread with the caller and ``to`` (``"*"``: every agent that is not archived,
+    other than the caller, at this moment) and post its first message: one transaction, the same
+    statements whatever the number of recipients. ``title`` defaults to the summary, or else the
+    body's first line, cut to the title's limit. With an idempotency key, a repeat returns the
+    original (``duplicate``) and opens nothing."""
+    s = uow.settings
+    key = check_idempotency_key(idempotency_key, uow)
+    body, summary, kind = _check_content(uow, caller, request.body, request.summary, request.kind)
+    priority = _check_priority(request.priority)
+    if request.reply_to is not None:
+        raise Invalid(
+            "reply_to names a message in the same thread, and a send with to opens a new "
+            "thread: leave reply_to out, or post to the thread (thread_id) you answer in.",
+            field="reply_to",
+        )
+    if request.title is None:
+        title = shown_summary(summary, body, s.thread_title_max)
+    else:
+        title, _ = threads.check_title(request.title, None, uow)
+    ref = threads.check_ref(request.ref, uow)
+    to = request.to
+    fingerprint = _fingerprint(
+        "to", sorted(set(to)), title, ref, body, summary, kind, priority=priority
+    )
+    if key is not None and (original := _by_key(uow, caller.agent_id, key)) is not None:
+        return _replay(uow, original, fingerprint)
+    members = threads.recipients_of(uow, caller, to, "to")
+    recipients = [(a.id, a.username, a.webhook_url) for a in members]
+    if key is None:
+        thread = threads.create(uow, caller, title, None, ref, members)
+        message = _message(uow, caller, thread, body, summary, kind, priority, None)
+        uow.session.add(message)
+        uow.session.flush()
+        return _deliver(uow, caller, thread, message, recipients)
+    try:
+        # The thread too, inside the savepoint: a repeat that lost the race opens nothing.
+        with uow.session.begin_nested():
+            thread = threads.create(uow, caller, title, None, ref, members)
+            message = _message(uow, caller, thread, body, summary, kind, priority, None)
+            message.idempotency_key, message.content_hash = key, fingerprint
+            uow.session.add(message)
+            uow.session.flush()
+    except IntegrityError:
+        original = _by_key(uow, caller.agent_id, key)
+        if original is None:
+            raise
+        return _replay(uow, original, fingerprint)
+    return _deliver(uow, caller, thread, message, recipients)
+
+
+def _message(
+    uow: UnitOfWork,
+    caller: Caller,
+    thread: Thread,
+    body: str,
+    summary: str | None,
+    kind: str,
+    priority: str,
+    reply_to: str | None,
+) -> Message:
+    return Message(
+        id=new_id("msg"),
+        workspace_id=caller.workspace_id,
+        thread_id=thread.id,
+        sender_id=caller.agent_id,
+        kind=kind,
+        priority=priority,
+        summary=summary,
+        body=body,
+        reply_to_id=reply_to,
+        created_at=utcnow(),
+    )
+
+
+def _deliver(
+    uow: UnitOfWork,
+    caller: Caller,
+    thread: Thread,
+    message: Message,
+    recipients: Sequence[tuple[str, str, str | None]],
+) -> SendResult:
+    """One delivery per recipient, for a message just stored: one statement however many."""
+    now = message.created_at
     # A webhook recipient's delivery is published in the same breath: the publish is recorded
     # here (so the renotify sweep sees it if the broker never gets it) and sent after commit.
     rows = [
@@ -227,6 +331,7 @@ def send_message(
             "message_id": message.id,
             "thread_id": thread.id,
             "recipient_id": recipient_id,
+            "priority_rank": priority_rank(message.priority),
             "accepted_at": now,
             "moved_at": now,
             "publish_count": 1 if webhook_url else 0,
@@ -367,6 +472,28 @@ def read_message(uow: UnitOfWork, caller: Caller, ident: str) -> MessageWithDeli
         message=to_read(message, sender),
         delivery=deliveries.to_read(delivery, caller.username) if delivery else None,
     )
+
+
+def read_and_acknowledge(
+    uow: UnitOfWork, caller: Caller, ident: str, ack: object, note: str | None = None
+) -> MessageWithDelivery:
+    """:func:`read_message` and acknowledge the caller's delivery of it with outcome ``ack``
+    (``done`` or ``declined``) and ``note``, in one call: for mail that needs no work. A message
+    with no copy addressed to the caller is read and nothing is acknowledged."""
+    if ack not in OUTCOMES:
+        raise Invalid(
+            "ack must be done (you acted on it) or declined (you will not); leave it out to "
+            "read without acknowledging.",
+            field="ack",
+        )
+    read = read_message(uow, caller, ident)
+    if read.delivery is not None:
+        request = AckRequest(ids=[read.delivery.id], outcome=str(ack), note=note)
+        deliveries.acknowledge(uow, caller, request)
+        row = uow.session.get_one(Delivery, read.delivery.id)
+        uow.session.refresh(row)  # the acknowledgement is a bulk update
+        read.delivery = deliveries.to_read(row, caller.username)
+    return read
 
 
 def messages_with_receipts(uow: UnitOfWork, thread: Thread) -> list[MessageWithReceipts]:

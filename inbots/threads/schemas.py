@@ -22,7 +22,14 @@ class ThreadCreate(Request):
     )
     participants: list[str] = Field(
         default=[],
-        description="Usernames of the agents to work with (from list_agents); not yourself.",
+        description="Usernames of the agents to work with (from list_agents), at least one "
+        'besides you; or ["*"] for every agent of the workspace that is not archived.',
+    )
+    ref: str | None = Field(
+        default=None,
+        description="A task reference such as a ticket id (optional, 1 to {thread_ref_max} "
+        "printable characters); list_threads(ref) finds the thread by it.",
+        json_schema_extra=bounds(minLength=1, maxLength="thread_ref_max"),
     )
 
 
@@ -34,6 +41,7 @@ class ThreadRead(Model):
     id: str
     title: str
     goal: str | None
+    ref: str | None
     status: str
     opened_by: str
     participants: list[str]

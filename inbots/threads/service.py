@@ -6,16 +6,16 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from sqlalchemy import Select, and_, or_, select, update
+from sqlalchemy import Select, and_, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from inbots.agents import service as agents
-from inbots.agents.models import Agent
+from inbots.agents.models import KIND_AGENT, Agent
 from inbots.agents.service import check_username
 from inbots.auth.service import Caller
 from inbots.db.uow import UnitOfWork, reads
 from inbots.deliveries.models import Delivery
-from inbots.errors import Conflict, Forbidden, Invalid, ThreadNotOpen, not_found
+from inbots.errors import Conflict, Forbidden, Invalid, NoRecipients, ThreadNotOpen, not_found
 from inbots.kit.clock import rfc3339, utcnow
 from inbots.kit.ids import new_id
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
@@ -73,6 +73,7 @@ def to_reads(uow: UnitOfWork, threads: Sequence[Thread]) -> list[ThreadRead]:
             id=t.id,
             title=t.title,
             goal=t.goal,
+            ref=t.ref,
             status=t.status,
             opened_by=names.get(t.opened_by_id, ""),
             participants=people.get(t.id, []),
@@ -85,11 +86,16 @@ def to_reads(uow: UnitOfWork, threads: Sequence[Thread]) -> list[ThreadRead]:
     ]
 
 
+EVERYONE = "*"
+
+
 def _resolve_usernames(
     uow: UnitOfWork, caller: Caller, names: Sequence[object], field: str
 ) -> list[Agent]:
     """Active agents (or the operator) of the caller's workspace by username, or 422 naming them."""
     wanted = [check_username(n, field) for n in names]
+    if not wanted:
+        return []
     found = {
         a.username: a
         for a in uow.session.scalars(
@@ -103,14 +109,60 @@ def _resolve_usernames(
     missing = [n for n in dict.fromkeys(wanted) if n not in found]
     if missing:
         raise Invalid(
-            f"Unknown or archived username: {', '.join(missing)}. "
-            "Check the directory for who can receive mail.",
+            f"Unknown or archived username: {', '.join(missing)}. list_agents "
+            "(GET /v1/directory) lists who can receive mail.",
             field=field,
         )
     return [found[n] for n in dict.fromkeys(wanted)]
 
 
-def _check_title(title: object, goal: object, uow: UnitOfWork) -> tuple[str, str | None]:
+def everyone_else(uow: UnitOfWork, caller: Caller) -> list[Agent]:
+    """Every agent of the caller's workspace that can receive mail (not archived), other than
+    the caller, at this moment: what ``"*"`` names. The operator is not an agent and is left
+    out (name it, ``operator``, to include it)."""
+    return list(
+        uow.session.scalars(
+            select(Agent)
+            .where(
+                Agent.workspace_id == caller.workspace_id,
+                Agent.kind == KIND_AGENT,
+                Agent.status == "active",
+                Agent.id != caller.agent_id,
+            )
+            .order_by(Agent.username)
+        )
+    )
+
+
+def recipients_of(uow: UnitOfWork, caller: Caller, names: object, field: str) -> list[Agent]:
+    """Whom a new thread is opened with: the named agents (or the operator), plus every agent
+    when ``"*"`` is among the names, never the caller. Nobody left is refused at once: 422 when
+    no one else was named, ``409 no_recipients`` when ``"*"`` found nobody."""
+    if not isinstance(names, list | tuple) or not all(isinstance(n, str) for n in names):
+        raise Invalid(f"{field} must be a list of usernames (from list_agents).", field=field)
+    broadcast = EVERYONE in names
+    named = _resolve_usernames(uow, caller, [n for n in names if n != EVERYONE], field)
+    chosen = {a.id: a for a in named}
+    if broadcast:
+        chosen.update((a.id, a) for a in everyone_else(uow, caller))
+    chosen.pop(caller.agent_id, None)
+    if not chosen:
+        if broadcast:
+            raise NoRecipients(
+                'Nobody else in this workspace can receive mail: "*" means every agent that is '
+                "not archived, other than you, and there is none. Ask the operator to register "
+                'one, or name "operator" to write to the operator.'
+            )
+        raise Invalid(
+            f"{field} must name at least one agent other than you (usernames from "
+            'list_agents, or "*" for every agent): a thread with nobody else in it can carry '
+            "no mail.",
+            field=field,
+        )
+    return list(chosen.values())
+
+
+def check_title(title: object, goal: object, uow: UnitOfWork) -> tuple[str, str | None]:
     s = uow.settings
     if not isinstance(title, str) or not title.strip():
         raise Invalid("title must be a non-empty string.", field="title")
@@ -126,19 +178,39 @@ def _check_title(title: object, goal: object, uow: UnitOfWork) -> tuple[str, str
     return title, goal
 
 
-def open_thread(uow: UnitOfWork, caller: Caller, request: ThreadCreate) -> ThreadRead:
-    """Open a thread for one task; the caller is its opener and a participant."""
-    title, goal = _check_title(request.title, request.goal, uow)
-    participants = request.participants
-    if not isinstance(participants, list | tuple):
-        raise Invalid("participants must be a list of usernames.", field="participants")
-    members = _resolve_usernames(uow, caller, participants, "participants")
+def check_ref(ref: object, uow: UnitOfWork) -> str | None:
+    """A task reference: 1 to ``thread_ref_max`` printable characters (surrounding spaces are
+    dropped), or None."""
+    if ref is None:
+        return None
+    maximum = uow.settings.thread_ref_max
+    if isinstance(ref, str):
+        ref = ref.strip()
+    if not isinstance(ref, str) or not 1 <= len(ref) <= maximum or not ref.isprintable():
+        raise Invalid(
+            f"ref must be 1 to {maximum} printable characters, such as a ticket id (no line "
+            "breaks or control characters); leave it out for none.",
+            field="ref",
+        )
+    return ref
+
+
+def create(
+    uow: UnitOfWork,
+    caller: Caller,
+    title: str,
+    goal: str | None,
+    ref: str | None,
+    members: Sequence[Agent],
+) -> Thread:
+    """Store a new thread with the caller (its opener) and ``members`` as participants."""
     now = utcnow()
     thread = Thread(
         id=new_id("th"),
         workspace_id=caller.workspace_id,
         title=title,
         goal=goal,
+        ref=ref,
         status=OPEN,
         opened_by_id=caller.agent_id,
         created_at=now,
@@ -147,20 +219,38 @@ def open_thread(uow: UnitOfWork, caller: Caller, request: ThreadCreate) -> Threa
     uow.session.add(thread)
     uow.session.flush()
     ids = dict.fromkeys([caller.agent_id, *(m.id for m in members)])
-    uow.session.add_all(
-        Participant(thread_id=thread.id, agent_id=i, added_at=now, added_by_id=caller.agent_id)
-        for i in ids
+    uow.session.execute(
+        insert(Participant),
+        [
+            {"thread_id": thread.id, "agent_id": i, "added_at": now, "added_by_id": caller.agent_id}
+            for i in ids
+        ],
     )
-    uow.session.flush()
+    return thread
+
+
+def open_thread(uow: UnitOfWork, caller: Caller, request: ThreadCreate) -> ThreadRead:
+    """Open a thread for one task; the caller is its opener and a participant. It must have
+    someone else in it (``"*"``: every agent that is not archived)."""
+    title, goal = check_title(request.title, request.goal, uow)
+    ref = check_ref(request.ref, uow)
+    members = recipients_of(uow, caller, request.participants, "participants")
+    thread = create(uow, caller, title, goal, ref, members)
     return to_reads(uow, [thread])[0]
 
 
 @reads
 def list_threads(
-    uow: UnitOfWork, caller: Caller, status: str | None = None, limit: object = None
+    uow: UnitOfWork,
+    caller: Caller,
+    status: str | None = None,
+    limit: object = None,
+    *,
+    ref: str | None = None,
+    query: str | None = None,
 ) -> list[ThreadRead]:
     """The first page of :func:`thread_page`."""
-    return thread_page(uow, caller, status, limit).items
+    return thread_page(uow, caller, status, limit, ref=ref, query=query).items
 
 
 @reads
@@ -170,9 +260,14 @@ def thread_page(
     status: str | None = None,
     limit: object = None,
     cursor: str | None = None,
+    *,
+    ref: str | None = None,
+    query: str | None = None,
 ) -> ThreadPage:
     """Agents: threads they are in that are not closed. Operator: every thread. Most recent
-    activity first; ``next_cursor`` continues after the last item."""
+    activity first; ``next_cursor`` continues after the last item. ``ref`` keeps the threads
+    with that task reference; ``query`` those whose title or goal contains the text (any case;
+    the text is matched as it is, never as a pattern)."""
     if status is not None and status not in STATUSES:
         raise Invalid(f"status must be one of {', '.join(STATUSES)}.", field="status")
     s = uow.settings
@@ -185,6 +280,17 @@ def thread_page(
         ).where(Thread.status != CLOSED)
     if status is not None:
         stmt = stmt.where(Thread.status == status)
+    if ref:
+        stmt = stmt.where(Thread.ref == ref.strip())
+    if query and query.strip():
+        text = query.strip()
+        # autoescape: %, _ and the escape character itself are matched literally.
+        stmt = stmt.where(
+            or_(
+                Thread.title.icontains(text, autoescape=True),
+                Thread.goal.icontains(text, autoescape=True),
+            )
+        )
     after = _after(cursor)
     if after is not None:
         at, last_id = after

@@ -12,9 +12,29 @@ router = APIRouter(tags=["inbox"], route_class=AuthFirstRoute)
 
 
 @router.get("/inbox", response_model=Inbox)
-def inbox(ctx: AgentCtx, limit: str | None = None) -> Inbox:
-    """Unacknowledged mail, oldest first, summaries only. Stamps delivered, never fetched."""
-    return ctx.run(service.inbox, limit)
+def inbox(
+    ctx: AgentCtx,
+    limit: str | None = None,
+    cursor: str | None = None,
+    include: str | None = None,
+    status: str | None = None,
+    priority: str | None = None,
+    since: str | None = None,
+) -> Inbox:
+    """Your mail, urgent first, then oldest first: by default the unacknowledged, summaries only
+    (stamps delivered, never fetched). ``cursor`` (the previous answer's ``next_cursor``) pages
+    on without acknowledging anything; ``include=body`` adds bodies (at most 20 a page) and
+    stamps those fetched; ``status=unacked|acked|all``; ``priority=urgent``; ``since=`` a
+    delivery id or an RFC 3339 time."""
+    return ctx.run(
+        service.inbox,
+        limit,
+        cursor=cursor,
+        include=include,
+        status=status,
+        priority=priority,
+        since=since,
+    )
 
 
 @router.get("/operator/inbox", response_model=Inbox)
@@ -33,9 +53,14 @@ async def wait_for_mail(ctx: AgentCtx, timeout: str | None = None) -> Inbox:
 
 
 @router.get("/messages/{message_or_delivery_id}", response_model=MessageWithDelivery)
-def read_message(ctx: Ctx, message_or_delivery_id: str) -> MessageWithDelivery:
-    """One message with its full body. Stamps the caller's delivery fetched."""
-    return ctx.run(messages.read_message, message_or_delivery_id)
+def read_message(
+    ctx: Ctx, message_or_delivery_id: str, ack: str | None = None, note: str | None = None
+) -> MessageWithDelivery:
+    """One message with its full body. Stamps the caller's delivery fetched; with
+    ``ack=done|declined`` (and an optional ``note``) also acknowledges it, in one call."""
+    if ack is None:
+        return ctx.run(messages.read_message, message_or_delivery_id)
+    return ctx.run(messages.read_and_acknowledge, message_or_delivery_id, ack, note)
 
 
 @router.post("/deliveries/{delivery_id}/received", response_model=DeliveryRead)

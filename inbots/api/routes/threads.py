@@ -6,7 +6,7 @@ from fastapi import APIRouter, Header, Query, Response
 
 from inbots.api.deps import AgentCtx, AuthFirstRoute, Ctx, OperatorCtx
 from inbots.messages import service as messages
-from inbots.messages.schemas import History, MessageCreate, SendResult
+from inbots.messages.schemas import DirectMessageCreate, History, MessageCreate, SendResult
 from inbots.threads import service
 from inbots.threads.schemas import (
     ParticipantAdd,
@@ -31,10 +31,13 @@ def list_threads(
     status: str | None = None,
     limit: Annotated[str | None, Query()] = None,
     cursor: str | None = None,
+    ref: str | None = None,
+    query: str | None = None,
 ) -> ThreadPage:
     """Agents: threads they are in that are not closed. Operator: every thread (``?status=``).
-    Most recent activity first; follow ``next_cursor`` for more."""
-    return ctx.run(service.thread_page, status, limit, cursor)
+    Most recent activity first; follow ``next_cursor`` for more. ``ref`` finds threads by task
+    reference; ``query`` matches text in titles and goals (any case, taken literally)."""
+    return ctx.run(service.thread_page, status, limit, cursor, ref=ref, query=query)
 
 
 @router.get("/threads/{thread_id}", response_model=ThreadDetail, response_model_exclude_none=False)
@@ -70,6 +73,34 @@ def post_message(
 ) -> SendResult:
     """Post to a thread. Repeating an ``Idempotency-Key`` answers 200 with the original."""
     result = ctx.run(messages.send_message, thread_id, body, idempotency_key)
+    if result.duplicate:
+        response.status_code = 200
+    return result
+
+
+@router.post(
+    "/messages",
+    status_code=201,
+    response_model=SendResult,
+    tags=["messages"],
+    responses={
+        200: {
+            "model": SendResult,
+            "description": "A repeat of an earlier send with the same Idempotency-Key: the "
+            "original message (and its thread) and deliveries, with duplicate set.",
+        }
+    },
+)
+def send_direct(
+    ctx: Ctx,
+    body: DirectMessageCreate,
+    response: Response,
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+) -> SendResult:
+    """Open a new thread with ``to`` (usernames, or ``["*"]`` for every agent) and post its
+    first message, in one transaction; ``message.thread_id`` is the new thread. Repeating an
+    ``Idempotency-Key`` answers 200 with the original."""
+    result = ctx.run(messages.send_direct, body, idempotency_key)
     if result.duplicate:
         response.status_code = 200
     return result
