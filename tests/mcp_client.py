@@ -218,7 +218,9 @@ async def send_message_errors(api: Api, connect: Connect) -> None:
     thread = alice.open_thread("Main task", ["bob"])
     other = alice.open_thread("Another task", ["bob"])
     elsewhere = alice.send(other["id"], "in the other thread")["message"]["id"]
-    alone = alice.open_thread("Just me", [])
+    api.agent("carl")
+    alone = alice.open_thread("Just me", ["carl"])
+    api.ok("POST", "/agents/carl/archive")
     pending = alice.open_thread("Winding down", ["bob"])
     alice.ok("POST", f"/threads/{pending['id']}/close-request", 202)
     first = alice.send(thread["id"], "first", headers={"Idempotency-Key": "key-1"})
@@ -315,7 +317,8 @@ async def isolation(api: Api, connect: Connect) -> None:
 
 
 async def more_waiting(api: Api, connect: Connect) -> None:
-    """check_inbox lists at most ``limit`` and says in words how many more are waiting."""
+    """check_inbox lists at most ``limit``, says in words how many more are waiting, and pages
+    on with its cursor: nothing needs acknowledging to see what is behind a page."""
     sender = api.agent("sender")
     reader = api.agent("reader")
     thread = sender.open_thread("Many things", ["reader"])
@@ -327,22 +330,31 @@ async def more_waiting(api: Api, connect: Connect) -> None:
         assert inbox is not None and not result.is_error
         assert [i["delivery_id"] for i in inbox["items"]] == sent[:2]
         assert (inbox["returned"], inbox["waiting"], inbox["more"]) == (2, 5, True)
-        sentence = "3 more messages are waiting; call check_inbox again after acknowledging these."
+        cursor = inbox["next_cursor"]
+        sentence = (
+            f'3 more messages are waiting: to see the next page, call check_inbox with cursor "'
+            f'{cursor}" (and the same other arguments). You do not need to acknowledge anything '
+            "to see it; acknowledge each message only once you have finished with it."
+        )
         assert inbox["notice"] == sentence
         assert sentence in text_of(result)
+        assert "after acknowledging" not in text_of(result)
 
         again = await r.ok("check_inbox", limit=2)  # listing marks nothing: the same two
         assert [i["delivery_id"] for i in again["items"]] == sent[:2]
-        await r.ok("acknowledge", ids=sent[:2], outcome="done")
-        page = await r.ok("check_inbox", limit=2)
+        page = await r.ok("check_inbox", limit=2, cursor=cursor)
         assert [i["delivery_id"] for i in page["items"]] == sent[2:4]
-        assert page["notice"] == (
-            "1 more message is waiting; call check_inbox again after acknowledging these."
-        )
-        await r.ok("acknowledge", ids=sent[2:4], outcome="declined", note="not mine")
-        last = await r.ok("check_inbox")
+        assert page["notice"].startswith("More mail follows: to see the next page, call ")
+        last = await r.ok("check_inbox", limit=2, cursor=page["next_cursor"])
         assert [i["delivery_id"] for i in last["items"]] == sent[4:]
-        assert (last["more"], last["notice"]) == (False, "That is everything waiting for you.")
+        assert last["next_cursor"] is None and last["more"] is False
+        assert last["notice"] == "That is the last page. 5 unacknowledged messages in all."
+
+        await r.ok("acknowledge", ids=sent[:2], outcome="done")
+        await r.ok("acknowledge", ids=sent[2:4], outcome="declined", note="not mine")
+        rest = await r.ok("check_inbox")
+        assert [i["delivery_id"] for i in rest["items"]] == sent[4:]
+        assert (rest["more"], rest["notice"]) == (False, "That is everything waiting for you.")
         await r.ok("acknowledge", ids=sent[4:])
         empty = await r.call("check_inbox")
         assert empty.structured_content == {
@@ -350,6 +362,7 @@ async def more_waiting(api: Api, connect: Connect) -> None:
             "returned": 0,
             "waiting": 0,
             "more": False,
+            "next_cursor": None,
             "notice": "Your inbox is empty: no unacknowledged mail.",
         }
         assert text_of(empty) == "Your inbox is empty: no unacknowledged mail."

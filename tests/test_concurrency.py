@@ -105,7 +105,7 @@ def test_twenty_concurrent_senders_deliver_exactly_once(api: Api, database: Data
             assert acked["acknowledged"] == ids[start : start + 100]
         page = receiver.inbox(limit=200)
         assert len(seen_deliveries) <= TOTAL, "the inbox keeps returning mail"
-    assert page == {"items": [], "returned": 0, "waiting": 0, "more": False}
+    assert page == {"items": [], "returned": 0, "waiting": 0, "more": False, "next_cursor": None}
     assert len(seen_deliveries) == len(set(seen_deliveries)) == TOTAL
     assert len(seen_messages) == len(set(seen_messages)) == TOTAL
     expected = {f"{name} #{i}" for name in senders for i in range(SENDS_EACH)}

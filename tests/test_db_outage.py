@@ -215,7 +215,8 @@ def test_pages_tools_and_sends_answer_503_once_the_database_goes_down(db_url: st
                 httpx.Client(base_url=server.url, timeout=15, follow_redirects=False) as browser,
             ):
                 agent = api.agent("soon-alone")
-                thread = agent.open_thread("Before the outage")["id"]
+                api.agent("company")
+                thread = agent.open_thread("Before the outage", ["company"])["id"]
                 sign_in(browser, api.token)
                 assert browser.get("/").status_code == 200
 

@@ -585,7 +585,9 @@ def test_rejected_sends_change_nothing(api: Api, scene: Scene, database: Databas
     assert_error(response, 404, "not_found")
     assert counts(database) == before
 
-    lonely = scene.alpha.open_thread("Alone", [])
+    api.agent("gone")
+    lonely = scene.alpha.open_thread("Alone", ["gone"])
+    api.ok("POST", "/agents/gone/archive")
     before = counts(database)
     response = scene.alpha.post(f"/threads/{lonely['id']}/messages", json={"body": "anyone?"})
     assert_error(response, 409, "no_recipients")

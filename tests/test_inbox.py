@@ -14,13 +14,26 @@ INBOX_ITEM_KEYS = {
     "message_id",
     "thread_id",
     "thread_title",
+    "thread_ref",
     "sender",
     "kind",
+    "priority",
     "summary",
     "sent_at",
     "state",
 }
-MESSAGE_KEYS = {"id", "thread_id", "sender", "kind", "summary", "body", "reply_to", "created_at"}
+MESSAGE_KEYS = {
+    "id",
+    "thread_id",
+    "sender",
+    "kind",
+    "priority",
+    "summary",
+    "body",
+    "reply_to",
+    "created_at",
+}
+EMPTY = {"items": [], "returned": 0, "waiting": 0, "more": False, "next_cursor": None}
 RFC3339_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
 
 
@@ -64,8 +77,10 @@ def test_inbox_item_has_exactly_the_spec_shape_and_no_body(api: Api) -> None:
         "message_id": sent["message"]["id"],
         "thread_id": thread["id"],
         "thread_title": "Ship the release",
+        "thread_ref": None,
         "sender": "sender",
         "kind": "task",
+        "priority": "normal",
         "summary": "Tag v1.2",
         "sent_at": sent["message"]["created_at"],
         "state": "delivered",
@@ -102,9 +117,9 @@ def test_inbox_shows_only_the_callers_own_deliveries(api: Api) -> None:
     sender.send(thread["id"], "for reader")
 
     assert [i["summary"] for i in reader.inbox()["items"]] == ["for reader"]
-    assert bystander.inbox() == {"items": [], "returned": 0, "waiting": 0, "more": False}
+    assert bystander.inbox() == EMPTY
     # The sender does not get a copy of its own message.
-    assert sender.inbox() == {"items": [], "returned": 0, "waiting": 0, "more": False}
+    assert sender.inbox() == EMPTY
 
 
 def test_inbox_summary_is_cut_to_120_characters_with_an_ellipsis(api: Api) -> None:
@@ -279,12 +294,7 @@ def test_operator_inbox_shows_replies_addressed_to_the_operator(api: Api) -> Non
     thread = api.open_thread("Operator's task", ["worker"])
     asked = api.send(thread["id"], "Please rebuild the index")
     assert [d["recipient"] for d in asked["deliveries"]] == ["worker"]
-    assert api.ok("GET", "/operator/inbox") == {
-        "items": [],
-        "returned": 0,
-        "waiting": 0,
-        "more": False,
-    }
+    assert api.ok("GET", "/operator/inbox") == EMPTY
 
     reply = worker.send(thread["id"], "Rebuilt", kind="update", reply_to=asked["message"]["id"])
     (operator_delivery,) = [d for d in reply["deliveries"] if d["recipient"] == "operator"]

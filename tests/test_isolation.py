@@ -264,7 +264,13 @@ def test_other_workspace_lists_show_nothing_of_the_first(
     assert [i["username"] for i in zoe.ok("GET", "/directory")["items"]] == ["yann"]
     assert zoe.ok("GET", "/directory", params={"query": "ali"})["items"] == []
     assert zoe.ok("GET", "/threads")["items"] == []
-    assert zoe.inbox() == {"items": [], "returned": 0, "waiting": 0, "more": False}
+    assert zoe.inbox() == {
+        "items": [],
+        "returned": 0,
+        "waiting": 0,
+        "more": False,
+        "next_cursor": None,
+    }
     # ...and the first workspace does not see the second.
     assert sorted(a["username"] for a in api.ok("GET", "/agents")["items"]) == [
         "alice",
@@ -306,7 +312,8 @@ def test_other_workspace_agent_cannot_address_first_workspace_usernames(
         "message"
     ].replace("zelda", "<name>")
     assert real.json()["error"].get("field") == "participants"
-    own = zoe.open_thread("Own", [])
+    other_api.agent("zack")
+    own = zoe.open_thread("Own", ["zack"])
     response = zoe.post(f"/threads/{own['id']}/participants", json={"username": "bob"})
     assert response.status_code == 422, response.text
     assert response.json()["error"]["field"] == "username"

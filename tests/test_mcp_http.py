@@ -265,6 +265,7 @@ def test_tools_are_listed_for_a_model_that_never_saw_inbots(api: Api, connect: C
                 "returned",
                 "waiting",
                 "more",
+                "next_cursor",
                 "notice",
             }
 
@@ -297,11 +298,33 @@ def test_bad_arguments_are_tool_errors_and_the_session_goes_on(api: Api, connect
             expectations: list[tuple[str, dict[str, Any], str]] = [
                 ("send_message", {"thread_id": tid, "body": 123}, "body: input should be a "),
                 ("send_message", {"thread_id": tid}, "body is required."),
-                ("send_message", {"body": "hi"}, "thread_id is required."),
+                ("send_message", {"body": "hi"}, "send_message needs thread_id (the thread to"),
+                (
+                    "send_message",
+                    {"thread_id": tid, "to": ["bob"], "body": "hi"},
+                    "Give thread_id (post to that thread) or to (open a new thread",
+                ),
+                (
+                    "send_message",
+                    {"thread_id": tid, "body": "hi", "ref": "T-1"},
+                    "title and ref name a new thread: use them with to",
+                ),
+                ("send_message", {"to": [], "body": "hi"}, "to must name at least one agent"),
+                ("send_message", {"to": ["alice"], "body": "hi"}, "to must name at least one"),
+                (
+                    "send_message",
+                    {"thread_id": tid, "body": "hi", "priority": "asap"},
+                    "priority must be normal",
+                ),
+                ("check_inbox", {"status": "read"}, "status must be unacked"),
+                ("check_inbox", {"cursor": "nonsense"}, "cursor is not one this server gave"),
+                ("read_message", {"id": "msg_x", "acknowledge": "yes"}, "acknowledge: input"),
+                ("open_thread", {"title": "T", "participants": []}, "participants must name at"),
+                ("open_thread", {"title": "T", "participants": ["bob"], "ref": "a\nb"}, "ref must"),
                 ("send_message", {"thread_id": tid, "body": "a\x00b"}, "body: value error"),
                 (
                     "send_message",
-                    {"thread_id": tid, "body": "hi", "to": "bob"},
+                    {"thread_id": tid, "body": "hi", "recipient": "bob"},
                     "send_message has no ",
                 ),
                 ("check_inbox", {"limit": "many"}, "limit: input should be a valid integer"),

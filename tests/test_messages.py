@@ -133,9 +133,11 @@ def test_archived_participant_stops_receiving(api: Api) -> None:
     assert len(carol.inbox()["items"]) == 2
 
 
-def test_send_with_nobody_else_in_thread_is_rejected_and_stores_nothing(api: Api) -> None:
+def test_send_with_nobody_else_left_in_thread_is_rejected_and_stores_nothing(api: Api) -> None:
     alice = api.agent("alice")
-    thread_id = alice.open_thread("alone")["id"]
+    api.agent("bob")
+    thread_id = alice.open_thread("alone", ["bob"])["id"]
+    api.ok("POST", "/agents/bob/archive")
     assert_error(post(alice, thread_id, body="hello?"), 409, "no_recipients")
     assert stored_messages(api, thread_id) == []
     assert stored_deliveries(api, thread_id) == []
@@ -396,7 +398,9 @@ def test_rejected_send_does_not_use_its_key_up(api: Api) -> None:
 def test_send_rejected_for_no_recipients_does_not_use_its_key_up(api: Api) -> None:
     alice = api.agent("alice")
     api.agent("bob")
-    thread_id = alice.open_thread("alone")["id"]
+    api.agent("carl")
+    thread_id = alice.open_thread("alone", ["carl"])["id"]
+    api.ok("POST", "/agents/carl/archive")
     assert_error(post(alice, thread_id, "first-try", body="hi"), 409, "no_recipients")
     alice.ok("POST", f"/threads/{thread_id}/participants", json={"username": "bob"})
     retried = post(alice, thread_id, "first-try", body="hi")

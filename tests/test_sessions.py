@@ -87,7 +87,8 @@ def on_a_page(page: Browser) -> bool:
 
 
 def test_a_copied_cookie_stops_working_after_sign_out(dash: Browser, api: Api) -> None:
-    thread = api.open_thread("Still open")
+    api.agent("worker")
+    thread = api.open_thread("Still open", ["worker"])
     assert signed_in(dash.sign_in(api.token))
     stolen = dash.cookie  # say, copied from the machine before the operator signed out
     assert on_a_page(browser(api.base_url, cookie=stolen))

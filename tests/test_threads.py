@@ -88,10 +88,11 @@ def test_operator_opens_thread_and_is_participant(api: Api) -> None:
 
 def test_title_and_goal_at_their_limits_are_accepted(api: Api) -> None:
     alice = api.agent("alice")
-    thread = alice.open_thread("t" * 200, goal="g" * 2000)
+    api.agent("bob")
+    thread = alice.open_thread("t" * 200, ["bob"], goal="g" * 2000)
     assert thread["title"] == "t" * 200
     assert thread["goal"] == "g" * 2000
-    one = alice.open_thread("x")
+    one = alice.open_thread("x", ["bob"])
     assert one["title"] == "x"
     assert one["goal"] is None
 

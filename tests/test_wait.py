@@ -13,8 +13,8 @@ import pytest
 from tests.conftest import ServerThread
 from tests.helpers import Api, Caller
 
-INBOX_KEYS = {"items", "returned", "waiting", "more"}
-EMPTY = {"items": [], "returned": 0, "waiting": 0, "more": False}
+INBOX_KEYS = {"items", "returned", "waiting", "more", "next_cursor"}
+EMPTY = {"items": [], "returned": 0, "waiting": 0, "more": False, "next_cursor": None}
 
 
 def assert_error(response: Any, status: int, code: str) -> None:
@@ -111,7 +111,7 @@ def test_wait_for_already_shown_mail_does_not_return_early(api: Api) -> None:
     elapsed = time.monotonic() - started
 
     assert 0.9 <= elapsed < 3.0
-    assert body == {"items": [], "returned": 0, "waiting": 1, "more": True}
+    assert body == {"items": [], "returned": 0, "waiting": 1, "more": True, "next_cursor": None}
     assert api.delivery(sent["deliveries"][0]["id"])["fetched_at"] is None
 
 
@@ -133,7 +133,7 @@ def test_wait_answers_the_new_mail_behind_a_full_page_of_mail_already_shown(api:
     started = time.monotonic()
     again = reader.ok("GET", "/inbox/wait", params={"timeout": "1"})
     assert time.monotonic() - started >= 0.9, "the wait answered at once: nothing new had come"
-    assert again == {"items": [], "returned": 0, "waiting": 51, "more": True}
+    assert again == {"items": [], "returned": 0, "waiting": 51, "more": True, "next_cursor": None}
 
 
 def test_wait_is_not_woken_by_mail_for_someone_else(api: Api, server: ServerThread) -> None:
@@ -170,7 +170,13 @@ def test_wait_is_not_woken_again_by_mail_already_shown_when_it_is_read(
         response, returned_at = waiting.result(timeout=10)
 
     assert returned_at - started >= 1.0
-    assert response.json() == {"items": [], "returned": 0, "waiting": 1, "more": True}
+    assert response.json() == {
+        "items": [],
+        "returned": 0,
+        "waiting": 1,
+        "more": True,
+        "next_cursor": None,
+    }
 
 
 def test_wait_with_timeout_above_60_still_wakes_on_mail(api: Api, server: ServerThread) -> None:

@@ -35,12 +35,17 @@ def threads_open(
     title: Annotated[str, typer.Argument(help="What the thread is about.", show_default=False)],
     participant: Annotated[
         list[str] | None,
-        typer.Option("--participant", "-p", help="A participant's username (repeat for more)."),
+        typer.Option(
+            "--participant",
+            "-p",
+            help="A participant's username (repeat for more; '*' for every agent).",
+        ),
     ] = None,
     goal: Annotated[str | None, typer.Option(help="What done looks like.")] = None,
+    ref: Annotated[str | None, typer.Option(help="A task reference, such as a ticket id.")] = None,
 ) -> None:
-    """Open a thread as the operator."""
-    body = {"title": title, "goal": goal, "participants": participant or []}
+    """Open a thread as the operator, with at least one agent."""
+    body = {"title": title, "goal": goal, "participants": participant or [], "ref": ref}
     op.show(op.api.post("/threads", body), views.thread_opened)
 
 
