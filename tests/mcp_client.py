@@ -535,3 +535,111 @@ async def other_workspace_sees_nothing(api: Api, other_api: Api, connect: Connec
         assert acked["not_found"] == [delivery_id, message_id]
 
     assert stamps_of(api, delivery_id) == ("accepted", {"accepted_at"})
+
+
+async def inbox_paging_and_bodies(api: Api, connect: Connect) -> None:
+    """Inbots 1.1's check_inbox: bodies in the listing (at most 20), urgent first, the cursor
+    pages on without acknowledging, acknowledged mail listed again, urgent only; and
+    read_message that acknowledges in the same call."""
+    sender, reader = api.agent("sender"), api.agent("reader")
+    thread = sender.open_thread("Backlog", ["reader"], ref="OPS-1")["id"]
+    sent = [sender.send(thread, f"body {n}") for n in range(24)]
+    urgent = sender.send(thread, "urgent body", priority="urgent", summary="Now please")
+    order = [urgent, *sent]
+
+    async with connect(reader.token) as r:
+        result = await r.call("check_inbox", include_bodies=True, limit=50)
+        first = result.structured_content
+        assert first is not None and not result.is_error
+        assert (first["returned"], first["waiting"], first["more"]) == (20, 25, True)
+        assert [i["message_id"] for i in first["items"]] == [s["message"]["id"] for s in order[:20]]
+        top = first["items"][0]
+        assert (top["priority"], top["thread_ref"], top["body"]) == (
+            "urgent",
+            "OPS-1",
+            "urgent body",
+        )
+        assert [i["body"] for i in first["items"][1:3]] == ["body 0", "body 1"]
+        assert first["next_cursor"] and first["next_cursor"] in first["notice"]
+        text = text_of(result)
+        assert "URGENT [update] from sender" in text and "urgent body" in text
+        assert "[ref OPS-1]" in text and "after acknowledging" not in text
+
+        rest = await r.ok("check_inbox", include_bodies=True, cursor=first["next_cursor"])
+        assert [i["message_id"] for i in rest["items"]] == [s["message"]["id"] for s in order[20:]]
+        assert rest["next_cursor"] is None and rest["waiting"] == 25
+        assert stamps_of(api, order[24]["deliveries"][0]["id"])[0] == "fetched"
+
+        only = await r.ok("check_inbox", urgent_only=True)
+        assert [i["message_id"] for i in only["items"]] == [urgent["message"]["id"]]
+        assert "body" not in only["items"][0]
+
+        read = await r.call("read_message", id=urgent["message"]["id"], acknowledge="done")
+        content = read.structured_content
+        assert content is not None and not read.is_error
+        assert content["message"]["priority"] == "urgent"
+        assert content["delivery"]["state"] == "acknowledged"
+        assert "is acknowledged (done)" in text_of(read)
+        declined = await r.ok(
+            "read_message", id=sent[0]["deliveries"][0]["id"], acknowledge="declined", note="dup"
+        )
+        assert (declined["delivery"]["outcome"], declined["delivery"]["note"]) == (
+            "declined",
+            "dup",
+        )
+        acked = await r.ok("check_inbox", status="acked")
+        assert [i["message_id"] for i in acked["items"]] == [
+            urgent["message"]["id"],
+            sent[0]["message"]["id"],
+        ]
+        assert acked["waiting"] == 23
+        everything = await r.ok("check_inbox", status="all", limit=50)
+        assert everything["returned"] == 25
+
+    receipt = api.delivery(urgent["deliveries"][0]["id"])
+    assert receipt["outcome"] == "done" and receipt["fetched_at"] and receipt["acknowledged_at"]
+
+
+async def direct_send_and_refs(api: Api, connect: Connect) -> None:
+    """send_message with to opens a thread; list_threads finds threads by ref and by words;
+    open_thread with nobody else is refused at once; "*" reaches every agent."""
+    alice, bob = api.agent("alice"), api.agent("bob")
+    api.agent("carol")
+    async with connect(alice.token) as a, connect(bob.token) as b:
+        sent = await a.ok(
+            "send_message",
+            to=["bob"],
+            title="Rotate the keys",
+            ref="SEC-9",
+            body="Please rotate the staging keys today.",
+            summary="Rotate staging keys",
+            kind="task",
+            priority="urgent",
+        )
+        thread_id = sent["message"]["thread_id"]
+        assert [d["recipient"] for d in sent["deliveries"]] == ["bob"]
+        assert sent["message"]["priority"] == "urgent"
+        found = await b.ok("list_threads", ref="SEC-9")
+        assert [(t["id"], t["title"], t["ref"]) for t in found["items"]] == [
+            (thread_id, "Rotate the keys", "SEC-9")
+        ]
+        assert (await b.ok("list_threads", query="ROTATE"))["items"][0]["id"] == thread_id
+        assert (await b.ok("list_threads", query="%"))["items"] == []
+        assert (await b.ok("list_threads", ref="SEC-1"))["items"] == []
+
+        code, text = await a.error("open_thread", title="Alone", participants=[])
+        assert code == "validation_error" and "at least one agent other than you" in text
+        everyone = await a.ok("open_thread", title="All hands", participants=["*"], ref="ALL")
+        assert sorted(everyone["participants"]) == ["alice", "bob", "carol"]
+        assert everyone["ref"] == "ALL"
+        blast = await a.ok("send_message", to=["*"], body="Deploy freeze until Monday")
+        assert sorted(d["recipient"] for d in blast["deliveries"]) == ["bob", "carol"]
+
+        again = await a.ok(
+            "send_message", to=["bob"], body="once", idempotency_key="once-1", ref="R-1"
+        )
+        repeat = await a.ok(
+            "send_message", to=["bob"], body="once", idempotency_key="once-1", ref="R-1"
+        )
+        assert repeat["duplicate"] is True and repeat["message"] == again["message"]
+    assert len(bob.ok("GET", "/threads")["items"]) == 4

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -16,11 +17,12 @@ from inbots.agents.models import Agent
 from inbots.auth.service import Caller as AuthCaller
 from inbots.auth.service import authenticate
 from inbots.db.engine import Database
-from inbots.db.uow import unit_of_work
+from inbots.db.uow import UnitOfWork, unit_of_work
 from inbots.deliveries.models import Delivery
+from inbots.kit.ids import new_id
 from inbots.messages.models import Message
-from inbots.messages.schemas import MessageCreate
-from inbots.messages.service import send_message
+from inbots.messages.schemas import DirectMessageCreate, MessageCreate, SendResult
+from inbots.messages.service import send_direct, send_message
 from tests.helpers import Api
 
 SENDERS = 20
@@ -123,6 +125,18 @@ def _caller_for(database: Database, key: str) -> AuthCaller:
 
 
 def _statements_for_send(database: Database, caller: AuthCaller, thread_id: str) -> list[str]:
+    draft = MessageCreate(body="counting statements", kind="task")
+    return _statements_for(database, lambda uow: send_message(uow, caller, thread_id, draft))
+
+
+def _statements_for_direct(database: Database, caller: AuthCaller, to: list[str]) -> list[str]:
+    draft = DirectMessageCreate(to=to, body="counting statements", kind="task", ref="T-1")
+    return _statements_for(
+        database, lambda uow: send_direct(uow, caller, draft, "key-" + new_id("k"))
+    )
+
+
+def _statements_for(database: Database, send: Callable[[UnitOfWork], SendResult]) -> list[str]:
     statements: list[str] = []
 
     me = threading.get_ident()
@@ -135,8 +149,7 @@ def _statements_for_send(database: Database, caller: AuthCaller, thread_id: str)
     event.listen(database.engine, "before_cursor_execute", record)
     try:
         with unit_of_work(database) as uow:
-            draft = MessageCreate(body="counting statements", kind="task")
-            result = send_message(uow, caller, thread_id, draft)
+            result = send(uow)
     finally:
         event.remove(database.engine, "before_cursor_execute", record)
     assert result.duplicate is False
@@ -177,3 +190,36 @@ def test_send_statement_count_does_not_grow_with_recipients(api: Api, database: 
         + "\n".join(s.split("\n")[0][:120] for s in with_fifty)
     )
     assert len(with_two) <= 15, with_two
+
+
+def test_direct_send_and_broadcast_statement_counts_do_not_grow_with_recipients(
+    api: Api, other_api: Api, database: Database
+) -> None:
+    """A send that opens its thread (``POST /v1/messages``), with an idempotency key (its
+    savepoint) and a task reference, to 2 named recipients or 50; and a broadcast (``"*"``) in a
+    workspace of 3 agents or one of 51: each costs the same statements either way."""
+    few_sender = api.agent("few-sender")
+    few = [api.agent(f"few-{i}").name for i in range(2)]
+    many_sender = other_api.agent("many-sender")
+    many = [other_api.agent(f"many-{i:02d}").name for i in range(50)]
+    small = _caller_for(database, few_sender.token)
+    large = _caller_for(database, many_sender.token)
+
+    for caller, names in ((small, few), (large, many), (small, ["*"]), (large, ["*"])):
+        _statements_for_direct(database, caller, names)  # warm up
+
+    to_two = _statements_for_direct(database, small, few)
+    to_fifty = _statements_for_direct(database, large, many)
+    to_all_of_two = _statements_for_direct(database, small, ["*"])
+    to_all_of_fifty = _statements_for_direct(database, large, ["*"])
+
+    assert other_api.ok("GET", "/agents/many-49")["unread"] == 4
+    assert len(to_two) == len(to_fifty), (
+        f"{len(to_two)} statements for 2 recipients, {len(to_fifty)} for 50:\n"
+        + "\n".join(s.split("\n")[0][:120] for s in to_fifty)
+    )
+    assert len(to_all_of_two) == len(to_all_of_fifty), (
+        f"{len(to_all_of_two)} statements for a broadcast to 2, {len(to_all_of_fifty)} to 50:\n"
+        + "\n".join(s.split("\n")[0][:120] for s in to_all_of_fifty)
+    )
+    assert len(to_fifty) <= 20, to_fifty

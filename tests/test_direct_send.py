@@ -109,7 +109,9 @@ def test_a_thread_carries_its_ref_and_is_found_by_it(api: Api) -> None:
 
 
 @pytest.mark.parametrize(
-    "ref", ["", "   ", "r" * 129, "two\nlines", "tab\there", "next\u0085line", "zero\u200bwidth"], ids=repr
+    "ref",
+    ["", "   ", "r" * 129, "two\nlines", "tab\there", "next\u0085line", "zero\u200bwidth"],
+    ids=repr,
 )
 def test_a_bad_ref_is_refused(api: Api, ref: str) -> None:
     alice, _ = api.agent("alice"), api.agent("bob")

@@ -14,8 +14,10 @@ from tests.helpers import Api
 from tests.mcp_client import (
     Connect,
     default_limit,
+    direct_send_and_refs,
     exchange,
     inbots_executable,
+    inbox_paging_and_bodies,
     isolation,
     more_waiting,
     other_workspace_sees_nothing,
@@ -57,6 +59,18 @@ def test_check_inbox_says_how_many_more_are_waiting(api: Api, connect: Connect) 
 
 def test_check_inbox_lists_20_without_a_valid_limit(api: Api, connect: Connect) -> None:
     run(lambda: default_limit(api, connect))
+
+
+def test_check_inbox_pages_with_bodies_urgent_first_and_read_message_acknowledges(
+    api: Api, connect: Connect
+) -> None:
+    run(lambda: inbox_paging_and_bodies(api, connect))
+
+
+def test_send_message_to_opens_a_thread_and_list_threads_finds_it(
+    api: Api, connect: Connect
+) -> None:
+    run(lambda: direct_send_and_refs(api, connect))
 
 
 def test_wait_for_mail_wakes_within_a_second_of_a_send(
