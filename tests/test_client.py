@@ -87,6 +87,18 @@ class CountingTransport(httpx.HTTPTransport):
         return super().handle_request(request)
 
 
+class AsyncCountingTransport(httpx.AsyncHTTPTransport):
+    """:class:`CountingTransport` for the async client."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paths: list[str] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.paths.append(request.url.path)
+        return await super().handle_async_request(request)
+
+
 # The package
 
 
@@ -575,54 +587,129 @@ def test_an_agent_manages_its_own_webhook(agent: NewAgent) -> None:
     assert me.webhook() is None
 
 
-# Inbots 1.1, against the stand-in (tests/client_standin.py) until the server has it
+# Inbots 1.1 against the real server: the inbox, read-and-acknowledge, priority, refs, direct send
 
 
-def test_messages_pages_by_cursor_without_acknowledging_on_inbots_1_1() -> None:
-    with standin(mail=5) as server, Client(server.url, "agt_x") as client:
-        got = [item.delivery_id for item in client.messages(wait=1, limit=2, forever=False)]
-    assert got == [f"dlv_{n}" for n in range(1, 6)]
-    listings = server.requests("/v1/inbox")
-    assert [s.params.get("cursor") for s in listings] == [None, "2", "4"]
-    assert len(server.requests("/v1/inbox/wait")) == 1  # then one quiet wait ends it
-    assert not [s for s in server.seen if s.method == "POST"]
+def test_messages_pages_by_cursor_without_acknowledging(
+    api: Api, ops: Client, agent: NewAgent
+) -> None:
+    reader_key = ops.register_agent("reader").api_key
+    sender = agent("sender")
+    thread = sender.open_thread("Paged", ["reader"])
+    sent = [sender.send(thread.id, f"message {n}").message.id for n in range(5)]
+    counting = CountingTransport()
+    with Client(api.base_url, reader_key, transport=counting) as reader:
+        got = [item.message_id for item in reader.messages(wait=1, limit=2, forever=False)]
+        assert reader.inbox().waiting == 5
+    assert got == sent
+    assert counting.paths.count("/v1/inbox") == 3 + 1  # three pages, then the check above
+    assert counting.paths.count("/v1/inbox/wait") == 1  # then one quiet wait ends it
+    assert "/v1/acks" not in counting.paths
 
 
-def test_messages_asks_for_bodies_on_inbots_1_1() -> None:
-    async def scenario(url: str) -> list[str | None]:
-        async with AsyncClient(url, "agt_x") as client:
+def test_messages_gets_bodies_with_the_page(api: Api, ops: Client, agent: NewAgent) -> None:
+    reader_key = ops.register_agent("reader").api_key
+    sender = agent("sender")
+    thread = sender.open_thread("Bodies", ["reader"])
+    for n in range(3):
+        sender.send(thread.id, f"body {n}")
+    counting = AsyncCountingTransport()
+
+    async def scenario() -> list[str | None]:
+        async with AsyncClient(api.base_url, reader_key, transport=counting) as client:
             return [i.body async for i in client.messages(wait=1, include_body=True, forever=False)]
 
-    with standin(mail=3) as server:
-        bodies = asyncio.run(scenario(server.url))
-    assert bodies == ["body of 1", "body of 2", "body of 3"]
-    assert server.requests("/v1/inbox")[0].params == {"include": "body"}
-    assert not server.requests("/v1/messages/dlv_1")  # no read per item: the page had them
+    assert asyncio.run(scenario()) == ["body 0", "body 1", "body 2"]
+    assert not [p for p in counting.paths if p.startswith("/v1/messages/")]  # no read per item
+
+
+def test_inbox_pages_bodies_priority_and_refs(ops: Client, agent: NewAgent) -> None:
+    sender, reader = agent("sender"), agent("reader")
+    thread = sender.open_thread("Triage", ["reader"], ref="PR-12")
+    assert thread.ref == "PR-12"
+    first = sender.send(thread.id, "first", summary="First")
+    loud = sender.send(thread.id, "now", priority="urgent")
+    assert loud.message.priority == "urgent" and first.message.priority == "normal"
+    third = sender.send(thread.id, "third")
+
+    page = reader.inbox(1, include="body")
+    (item,) = page.items
+    assert (item.message_id, item.priority, item.thread_ref, item.body) == (
+        loud.message.id,
+        "urgent",
+        "PR-12",
+        "now",
+    )
+    assert item.state == "fetched" and page.next_cursor and page.more
+    rest = reader.inbox(cursor=page.next_cursor)
+    assert [i.message_id for i in rest.items] == [first.message.id, third.message.id]
+    assert rest.next_cursor is None and rest.items[0].body is None
+    assert [i.message_id for i in reader.inbox(priority="urgent").items] == [loud.message.id]
+    since = reader.inbox(since=first.deliveries[0].id)
+    assert [i.message_id for i in since.items] == [loud.message.id, third.message.id]
+    when = reader.inbox(since=first.message.created_at)
+    assert [i.message_id for i in when.items] == [loud.message.id, third.message.id]
+
+    read = reader.read(first.deliveries[0].id, ack="declined", note="not mine")
+    assert read.delivery is not None and read.delivery.outcome == "declined"
+    assert read.delivery.note == "not mine" and read.delivery.state == "acknowledged"
+    assert [i.message_id for i in reader.inbox(status="acked").items] == [first.message.id]
+    assert len(reader.inbox(status="all").items) == 3 and reader.inbox().waiting == 2
+
+    assert [t.id for t in reader.threads(ref="PR-12").items] == [thread.id]
+    assert [t.id for t in reader.threads(query="triage").items] == [thread.id]
+    assert reader.threads(query="%").items == []
+    assert ops.limits().inbox_bodies_max == 20 and ops.limits().thread_ref_max == 128
+
+
+def test_send_to_usernames_opens_a_thread(ops: Client, agent: NewAgent) -> None:
+    sender, reader = agent("sender"), agent("reader")
+    agent("bystander")
+    sent = sender.send(
+        to=["reader"],
+        body="Ship it",
+        title="Release",
+        ref="REL-3",
+        priority="urgent",
+        idempotency_key="rel-3",
+    )
+    assert sent.message.priority == "urgent" and not sent.duplicate
+    assert [d.recipient for d in sent.deliveries] == ["reader"]
+    thread = reader.thread(sent.message.thread_id)
+    assert (thread.title, thread.ref, thread.opened_by) == ("Release", "REL-3", "sender")
+    again = sender.send(
+        to=["reader"],
+        body="Ship it",
+        title="Release",
+        ref="REL-3",
+        priority="urgent",
+        idempotency_key="rel-3",
+    )
+    assert again.duplicate and again.message.id == sent.message.id
+    with pytest.raises(Conflict) as reused:
+        sender.send(to=["reader"], body="Other", idempotency_key="rel-3")
+    assert reused.value.code == "idempotency_key_reused"
+
+    everyone = sender.send(to=["*"], body="Freeze until Monday")
+    assert sorted(d.recipient for d in everyone.deliveries) == ["bystander", "reader"]
+    assert sorted(sender.open_thread("All", ["*"]).participants) == [
+        "bystander",
+        "reader",
+        "sender",
+    ]
+    with pytest.raises(ValidationError) as alone:
+        sender.open_thread("Alone", [])
+    assert alone.value.field == "participants"
+
+
+# Inbots 1.1 calls the server does not have yet, against the stand-in (tests/client_standin.py)
 
 
 def test_the_inbots_1_1_calls_use_the_addendums_paths_and_fields() -> None:
-    with standin(mail=2) as server, Client(server.url, "agt_x") as client:
-        page = client.inbox(
-            2, cursor="0", include="body", status="all", priority="urgent", since="dlv_0"
-        )
-        assert page.items[0].priority == "urgent" and page.items[0].thread_ref == "PR-12"
-        assert page.items[0].body == "body of 1" and page.next_cursor is None
-        assert server.seen[-1].params == {
-            "limit": "2",
-            "cursor": "0",
-            "include": "body",
-            "status": "all",
-            "priority": "urgent",
-            "since": "dlv_0",
-        }
-
+    with standin() as server, Client(server.url, "agt_x") as client:
         woke = client.wait(1, events="receipts")
         assert woke.receipts[0].outcome == "declined"
         assert server.seen[-1].params == {"timeout": "1", "events": "receipts"}
-
-        read = client.read("dlv_1", ack="done")
-        assert read.delivery is not None and read.delivery.outcome == "done"
-        assert server.seen[-1].params == {"ack": "done"}
 
         sent = client.send(
             to=["implementer"],

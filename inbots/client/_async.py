@@ -139,10 +139,12 @@ class AsyncClient:
         limit: int | None = None,
         cursor: str | None = None,
         ref: str | None = None,
+        query: str | None = None,
     ) -> Page[Thread]:
         """Your threads that are not closed (the operator: all, or by ``status``), most recent
-        activity first. ``ref`` finds threads by task reference (Inbots 1.1)."""
-        return await self._send(_calls.threads(status, limit, cursor, ref))
+        activity first. ``ref`` finds threads by task reference, ``query`` by words in their
+        title or goal (any case, taken literally) (Inbots 1.1)."""
+        return await self._send(_calls.threads(status, limit, cursor, ref, query))
 
     async def thread(self, thread_id: str) -> Thread:
         """One thread with its participants (the operator: with every message and receipt)."""
@@ -320,10 +322,12 @@ class AsyncClient:
         ``events="receipts"`` (Inbots 1.1) also wakes for receipts of mail you sent."""
         return await self._send(_calls.wait(timeout, events))
 
-    async def read(self, id: str, *, ack: Outcome | None = None) -> ReadResult:
+    async def read(
+        self, id: str, *, ack: Outcome | None = None, note: str | None = None
+    ) -> ReadResult:
         """One message with its body, by message or delivery id; marks your delivery fetched.
-        ``ack`` (Inbots 1.1) acknowledges it in the same call."""
-        return await self._send(_calls.read(id, ack))
+        ``ack`` (Inbots 1.1) acknowledges it in the same call, with ``note`` for the sender."""
+        return await self._send(_calls.read(id, ack, note))
 
     async def acknowledge(
         self, ids: str | Sequence[str], outcome: Outcome | None = None, note: str | None = None

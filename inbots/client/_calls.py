@@ -86,9 +86,9 @@ def limits() -> Call[Limits]:
 
 
 def threads(
-    status: str | None, limit: int | None, cursor: str | None, ref: str | None
+    status: str | None, limit: int | None, cursor: str | None, ref: str | None, text: str | None
 ) -> Call[Page[Thread]]:
-    params = query(status=status, limit=limit, cursor=cursor, ref=ref)
+    params = query(status=status, limit=limit, cursor=cursor, ref=ref, query=text)
     return Call("GET", "/threads", Page[Thread].model_validate, params)
 
 
@@ -209,9 +209,9 @@ def wait(timeout: float | None, events: str | None) -> Call[Inbox]:
     return Call("GET", "/inbox/wait", Inbox.model_validate, params, wait=held)
 
 
-def read(ident: str, ack: str | None) -> Call[ReadResult]:
+def read(ident: str, ack: str | None, note: str | None) -> Call[ReadResult]:
     path = f"/messages/{segment(ident, 'message')}"
-    return Call("GET", path, ReadResult.model_validate, query(ack=ack))
+    return Call("GET", path, ReadResult.model_validate, query(ack=ack, note=note))
 
 
 def acknowledge(ids: str | Sequence[str], outcome: str | None, note: str | None) -> Call[AckResult]:

@@ -290,6 +290,7 @@ class Limits(Model):
     summary_max: int
     thread_title_max: int
     thread_goal_max: int
+    thread_ref_max: int = 128  # Inbots 1.1
     description_max: int
     note_max: int
     idempotency_key_max: int
@@ -299,5 +300,6 @@ class Limits(Model):
     list_max: int
     check_inbox_default: int
     check_inbox_max: int
+    inbox_bodies_max: int = 20  # Inbots 1.1: an inbox page with bodies holds at most this many
     wait_default_seconds: float
     wait_max_seconds: float
