@@ -212,7 +212,8 @@ def test_settings_defaults_match_the_spec(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert s.summary_required_over == 200
     assert s.summary_max == 200
     assert s.summary_shown == 120
-    assert s.thread_title_max == 200
+    assert s.thread_title_max == 200 and s.thread_ref_max == 128
+    assert s.inbox_bodies_max == 20
     assert s.description_max == 200
     assert (s.list_default, s.list_max) == (50, 200)
     assert (s.check_inbox_default, s.check_inbox_max) == (20, 50)
