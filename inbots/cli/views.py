@@ -131,6 +131,7 @@ def thread_view(t: Json) -> Group:
             ("id", t["id"]),
             ("title", t["title"]),
             ("goal", t["goal"]),
+            ("ref", t.get("ref")),
             ("status", t["status"]),
             ("opened by", t["opened_by"]),
             ("participants", t["participants"]),
@@ -160,7 +161,8 @@ def message_panel(m: Json) -> Panel:
                 ago(d["acknowledged_at"]),
             )
         parts.append(receipts)
-    title = f"{m['sender']} · {m['kind']} · {when(m['created_at'])} · {m['id']}"
+    urgent = " · urgent" if m.get("priority") == "urgent" else ""
+    title = f"{m['sender']} · {m['kind']}{urgent} · {when(m['created_at'])} · {m['id']}"
     return Panel(Group(*parts), title=escape(title), title_align="left")
 
 
