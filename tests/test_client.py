@@ -461,8 +461,9 @@ def test_messages_yields_each_message_once_across_several_waits(
     api: Api, ops: Client, agent: NewAgent
 ) -> None:
     """Five messages wait before the iterator starts, more come while it long-polls. The
-    reader acknowledges nothing, so today's server shows the first page again after every
-    wait (``more`` stays true): each message still comes out exactly once."""
+    reader acknowledges nothing: the iterator pages through what waits by cursor, then each
+    long-poll answers only what is new, and each message comes out exactly once. (A wait of 2 s
+    leaves a loaded machine time to send the second of each pair before a quiet wait ends it.)"""
     reader_key = ops.register_agent("reader").api_key
     sender = agent("sender")
     thread = sender.open_thread("Stream", ["reader"])
@@ -476,7 +477,7 @@ def test_messages_yields_each_message_once_across_several_waits(
     got: list[str] = []
     later: list[threading.Thread] = []
     with Client(api.base_url, reader_key, transport=counting) as reader:
-        for item in reader.messages(wait=1, limit=2, forever=False):
+        for item in reader.messages(wait=2, limit=2, forever=False):
             got.append(item.message_id)
             if len(got) in (5, 7):
                 later.append(threading.Thread(target=send_later, args=(2,)))

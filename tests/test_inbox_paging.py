@@ -209,6 +209,27 @@ def test_status_lists_acknowledged_mail_again(api: Api) -> None:
     assert with_body["items"][0]["body"] == "message 2"
 
 
+def test_all_mail_pages_in_one_order_across_acknowledged_and_not(api: Api) -> None:
+    sender, reader = api.agent("sender"), api.agent("reader")
+    thread = sender.open_thread("Both", ["reader"])["id"]
+    order = ["normal", "urgent", "normal", "urgent", "normal", "normal"]
+    sent = [sender.send(thread, f"m{n}", priority=p) for n, p in enumerate(order)]
+    done = [sent[n]["deliveries"][0]["id"] for n in (1, 2, 5)]
+    reader.ok("POST", "/acks", json={"ids": done})
+
+    walked = pages(reader, status="all", limit=2)
+    listed = [item for p in walked for item in p["items"]]
+    assert [i["message_id"] for i in listed] == [
+        sent[n]["message"]["id"] for n in (1, 3, 0, 2, 4, 5)
+    ]
+    assert [i["state"] == "acknowledged" for i in listed] == [True, False, False, True, False, True]
+    assert [p["returned"] for p in walked] == [2, 2, 2] and walked[-1]["next_cursor"] is None
+    acked = pages(reader, status="acked", limit=1)
+    assert [i["message_id"] for p in acked for i in p["items"]] == [
+        sent[n]["message"]["id"] for n in (1, 2, 5)
+    ]
+
+
 def test_a_bad_status_is_refused(api: Api) -> None:
     reader = api.agent("reader")
     assert_error(reader.get("/inbox", params={"status": "read"}), 422, "validation_error", "status")

@@ -32,8 +32,16 @@ class Delivery(Base):
             sqlite_where=text("acknowledged_at IS NULL"),
             postgresql_where=text("acknowledged_at IS NULL"),
         ),
-        # The inbox with acknowledged mail too (?status=acked|all), in the same order.
-        Index("ix_deliveries_recipient", "recipient_id", "priority_rank", "id"),
+        # The acknowledged ones in the same order (?status=acked, and with the inbox ?status=all).
+        # Partial too, so that neither index is ever a candidate for the other's listing.
+        Index(
+            "ix_deliveries_acked",
+            "recipient_id",
+            "priority_rank",
+            "id",
+            sqlite_where=text("acknowledged_at IS NOT NULL"),
+            postgresql_where=text("acknowledged_at IS NOT NULL"),
+        ),
         # Operator listings: newest first, by workspace, thread or recipient.
         Index(None, "workspace_id", "id"),
         Index(None, "thread_id", "id"),

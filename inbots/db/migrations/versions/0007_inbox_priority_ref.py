@@ -1,5 +1,6 @@
 """inbox priority and task references: messages.priority, the deliveries' priority_rank (the
-inbox's order, urgent first, on its indexes) and threads.ref
+inbox's order, urgent first, on its index, and on a twin index of acknowledged deliveries) and
+threads.ref
 
 Revision ID: 0007
 Revises: 0006
@@ -49,13 +50,21 @@ def upgrade() -> None:
             postgresql_where=sa.text("acknowledged_at IS NULL"),
         )
         batch_op.create_index(
-            "ix_deliveries_recipient", ["recipient_id", "priority_rank", "id"], unique=False
+            "ix_deliveries_acked",
+            ["recipient_id", "priority_rank", "id"],
+            unique=False,
+            sqlite_where=sa.text("acknowledged_at IS NOT NULL"),
+            postgresql_where=sa.text("acknowledged_at IS NOT NULL"),
         )
 
 
 def downgrade() -> None:
     with op.batch_alter_table("deliveries", schema=None) as batch_op:
-        batch_op.drop_index("ix_deliveries_recipient")
+        batch_op.drop_index(
+            "ix_deliveries_acked",
+            sqlite_where=sa.text("acknowledged_at IS NOT NULL"),
+            postgresql_where=sa.text("acknowledged_at IS NOT NULL"),
+        )
         batch_op.drop_index(
             "ix_deliveries_inbox",
             sqlite_where=sa.text("acknowledged_at IS NULL"),
