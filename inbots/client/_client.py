@@ -304,7 +304,8 @@ class Client:
         priority: Priority | None = None,
         since: When | None = None,
     ) -> Inbox:
-        """Your unacknowledged mail, summaries only, oldest first; marks it delivered.
+        """Your unacknowledged mail, summaries only, urgent first, then oldest first; marks it
+        delivered.
 
         Inbots 1.1: ``cursor`` pages on without acknowledging (answers carry ``next_cursor``);
         ``include="body"`` adds bodies (and marks them fetched); ``status`` is ``"unacked"``,
