@@ -7,6 +7,7 @@
     ├── Forbidden                   403 forbidden
     ├── NotFound                    404 not_found
     ├── Invalid                     422 validation_error (names the field)
+    │   ├── UnknownField            422 unknown_field (a request field that does not exist)
     │   ├── SummaryRequired         422 summary_required
     │   └── WebhookUrlRejected      422 webhook_url_rejected
     ├── Conflict                    409 conflict
@@ -65,6 +66,10 @@ class Invalid(InbotsError):
     status = 422
 
 
+class UnknownField(Invalid):
+    code = "unknown_field"
+
+
 class SummaryRequired(Invalid):
     code = "summary_required"
 
@@ -113,6 +118,18 @@ class ServiceUnavailable(InbotsError):
     retry_after = 5
 
 
+# What each kind of id looks like, and the call that lists them (HTTP and MCP).
+_WHERE = {
+    "thread": ("th_…", "GET /v1/threads, or the list_threads tool"),
+    "message": ("msg_… (or your delivery id, dlv_…)", "GET /v1/inbox, or check_inbox"),
+    "delivery": ("dlv_…", "GET /v1/inbox (an agent's own), or GET /v1/deliveries (the operator)"),
+    "agent": ("ag_… or a username", "GET /v1/agents (the operator), or GET /v1/directory"),
+}
+
+
 def not_found(what: str, ident: str) -> NotFound:
-    """The one 'not found' sentence: it never says whether the thing exists elsewhere."""
-    return NotFound(f"No {what} with id {ident!r} was found.")
+    """The one 'not found' sentence: it never says whether the thing exists elsewhere, and it
+    says what such an id looks like and which call lists the ones the caller can see."""
+    shape, listing = _WHERE.get(what, ("", ""))
+    hint = f" {what.capitalize()} ids look like {shape}; {listing} lists yours." if shape else ""
+    return NotFound(f"No {what} {ident!r} is visible to you.{hint}")

@@ -530,7 +530,7 @@ async def other_workspace_sees_nothing(api: Api, other_api: Api, connect: Connec
             ("read_message", {"id": delivery_id}),
         ):
             code, text = await m.error(tool, **args)
-            assert code == "not_found" and "was found" in text, (tool, text)
+            assert code == "not_found" and "is visible to you" in text, (tool, text)
         acked = await m.ok("acknowledge", ids=[delivery_id, message_id])
         assert acked["not_found"] == [delivery_id, message_id]
 

@@ -641,3 +641,26 @@ def test_rejected_send_does_not_use_up_its_idempotency_key(
     first = scene.alpha.send(scene.thread_id, "z" * 300, summary="now with one", headers=key)
     assert first["duplicate"] is False
     assert counts(database)["messages"] == before["messages"] + 1
+
+
+# --- unknown request fields ---------------------------------------------------------------------
+
+
+def test_an_unknown_field_is_refused_not_dropped(scene: Scene) -> None:
+    """A misspelt or unsupported field is 422 unknown_field naming it and what the request takes;
+    nothing is stored (it used to be a 201 that silently lost the value)."""
+    before = scene.alpha.ok("GET", f"/threads/{scene.thread_id}/messages")["items"]
+    response = scene.alpha.post(
+        f"/threads/{scene.thread_id}/messages", json={"body": "hello", "priorty": "urgent"}
+    )
+    assert_error(response, 422, "unknown_field")
+    error = response.json()["error"]
+    assert error["field"] == "priorty"
+    assert "priorty" in error["message"] and "body" in error["message"], error
+    after = scene.alpha.ok("GET", f"/threads/{scene.thread_id}/messages")["items"]
+    assert after == before
+    for path, body in (
+        ("/threads", {"title": "t", "participants": ["beta"], "ttl": 5}),
+        ("/acks", {"ids": [scene.delivery_id], "reason": "done"}),
+    ):
+        assert_error(scene.alpha.post(path, json=body), 422, "unknown_field")

@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from inbots.db.outage import outage
 from inbots.errors import InbotsError
+from inbots.kit.schema import UNKNOWN_FIELD
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +166,9 @@ def install(app: FastAPI) -> None:
         message, field = _describe(errors[0]) if errors else ("The request is invalid.", None)
         if errors and errors[0].get("type") == "json_invalid":
             return envelope(422, "invalid_json", message)
+        if errors and errors[0].get("type") == UNKNOWN_FIELD:
+            unknown = str((errors[0].get("ctx") or {}).get("name") or "") or None
+            return envelope(422, UNKNOWN_FIELD, str(errors[0].get("msg")), unknown)
         return envelope(422, "validation_error", message, field)
 
     @app.exception_handler(StarletteHTTPException)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, PlainSerializer, field_validator
+from pydantic import BaseModel, ConfigDict, PlainSerializer, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from inbots.kit.clock import rfc3339
 
@@ -33,10 +34,30 @@ def storable(value: object) -> bool:
     return True
 
 
-class Request(BaseModel):
-    """Request bodies: types are checked here, limits (which are settings) in the services."""
+UNKNOWN_FIELD = "unknown_field"  # the pydantic error type (and the API's error code)
 
-    model_config = ConfigDict(extra="ignore", strict=False)
+
+class Request(BaseModel):
+    """Request bodies: types are checked here, limits (which are settings) in the services.
+
+    A field the model does not have is refused, not dropped (a misspelt ``priorty`` must not be
+    accepted and lost): the error names it and the fields the request takes."""
+
+    model_config = ConfigDict(extra="forbid", strict=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: object) -> object:
+        if isinstance(data, dict):
+            takes = [f.alias or name for name, f in cls.model_fields.items()]
+            unknown = [k for k in data if k not in takes and k not in cls.model_fields]
+            if unknown:
+                raise PydanticCustomError(
+                    UNKNOWN_FIELD,
+                    "{name} is not a field of this request; it takes {takes}.",
+                    {"name": str(unknown[0]), "takes": ", ".join(takes) or "no fields"},
+                )
+        return data
 
     @field_validator("*")
     @classmethod

@@ -26,7 +26,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from inbots.agents.schemas import AgentRead, Directory
 from inbots.deliveries.schemas import AckResult, Inbox
-from inbots.errors import InbotsError, Invalid
+from inbots.errors import InbotsError, Invalid, UnknownField
+from inbots.kit.schema import UNKNOWN_FIELD
 from inbots.limits import Limits, describe, resolve
 from inbots.mcp.arguments import (
     AcknowledgeArguments,
@@ -149,9 +150,12 @@ class ToolSpec:
         loc = [str(p) for p in err.get("loc") or ()]
         kind = err.get("type", "")
         path = ".".join(loc)
-        if kind == "extra_forbidden":
+        if kind in ("extra_forbidden", UNKNOWN_FIELD):
+            name = str((err.get("ctx") or {}).get("name") or path)
             takes = ", ".join(self.arguments.model_fields) or "no arguments"
-            return Invalid(f"{self.name} has no argument {path!r}; it takes {takes}.", field=path)
+            return UnknownField(
+                f"{self.name} has no argument {name!r}; it takes {takes}.", field=name
+            )
         if kind == "missing":
             return Invalid(f"{path} is required.", field=path or None)
         msg = str(err.get("msg") or "is invalid")
