@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from inbots.deliveries.schemas import DeliveryRead
+from inbots.deliveries.schemas import DeliveryRead, Receipt
 from inbots.errors import Invalid
 from inbots.kit.schema import Model, Request, Timestamp, choice
 from inbots.limits import bounds
@@ -45,6 +45,8 @@ class MessageRead(Model):
     body: str
     reply_to: str | None
     created_at: Timestamp
+    # To the message's sender only: each recipient's receipt (null for everyone else).
+    receipts: list[Receipt] | None = None
 
 
 class DeliveryBrief(Model):
@@ -65,8 +67,26 @@ class History(BaseModel):
 
 
 class MessageWithDelivery(BaseModel):
+    """One message: the caller's delivery of it (null for its sender, or one who joined later),
+    and for its sender every recipient's receipt (``receipts``; null for anyone else)."""
+
     message: MessageRead
     delivery: DeliveryRead | None
+    receipts: list[Receipt] | None = None
+
+
+class OutboxItem(BaseModel):
+    """A message the caller sent, with every recipient's receipt."""
+
+    message: MessageRead
+    receipts: list[Receipt]
+
+
+class Outbox(BaseModel):
+    """``GET /v1/outbox``: one page, newest first; ``next_cursor`` continues (null at the end)."""
+
+    items: list[OutboxItem]
+    next_cursor: str | None
 
 
 def idempotency_key(key: object, maximum: int) -> str | None:
