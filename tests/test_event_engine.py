@@ -170,3 +170,43 @@ def test_an_event_waits_in_its_urls_line_behind_a_delivery(
         requests = hook.wait_for(2)
     assert [r.headers["webhook-id"] for r in requests] == [delivery_id, event_id]
     assert event_row(database, event_id).parked_key is None
+
+
+def _index_scans(plan: dict[str, Any], index: str) -> list[dict[str, Any]]:
+    found = [plan] if plan.get("Index Name") == index else []
+    for child in plan.get("Plans", []):
+        found += _index_scans(child, index)
+    return found
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_the_sweep_and_the_long_poll_read_events_through_their_partial_indexes(
+    api: Api, database: Database, settings: Settings
+) -> None:
+    """The sweep's republish batch of events reads ``ix_events_republish`` and the long-poll's
+    receipts ``ix_events_unshown`` (PostgreSQL's own plans): their cost follows the rows they
+    may act on, not the events table."""
+    from inbots.deliveries.outbox import EVENT
+    from inbots.deliveries.renotify import republish_batch
+    from inbots.events.service import _unshown
+
+    lead, _ = hooked(api, "http://127.0.0.1:9/hook", ["message.acknowledged"])
+    acknowledged_event(api, lead)
+    caller = type("Who", (), {"agent_id": "ag_someone"})()
+    unshown = select(Event.id).where(*_unshown(caller)).limit(1)  # type: ignore[arg-type]
+    queries = (
+        (republish_batch(utcnow() + timedelta(hours=1), settings, EVENT), "ix_events_republish"),
+        (unshown, "ix_events_unshown"),
+    )
+    with database.engine.connect() as conn, conn.begin():
+        conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
+        conn.exec_driver_sql("SET LOCAL enable_bitmapscan = off")
+        for query, index in queries:
+            compiled = query.compile(
+                dialect=conn.dialect, compile_kwargs={"render_postcompile": True}
+            )
+            (plan,) = conn.exec_driver_sql(
+                "EXPLAIN (FORMAT JSON) " + compiled.string, compiled.params
+            ).scalar_one()
+            assert _index_scans(plan["Plan"], index), f"{index} was not used: {plan}"
+        conn.rollback()
