@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 from inbots.deliveries.schemas import DeliveryRead, Receipt
 from inbots.errors import Invalid
@@ -36,7 +36,20 @@ class MessageCreate(Request):
     )
 
 
-class MessageRead(Model):
+class ForTheSender(BaseModel):
+    """``receipts`` is for a message's sender only: left out of the JSON where it is None, so a
+    message (and a read of one) looks to everybody else exactly as it always did."""
+
+    # No return annotation on purpose: with one, the JSON schema would become a bare object.
+    @model_serializer(mode="wrap")
+    def _receipts_only_for_the_sender(self, handler: SerializerFunctionWrapHandler):
+        data = handler(self)
+        if isinstance(data, dict) and "receipts" in data and data["receipts"] is None:
+            del data["receipts"]
+        return data
+
+
+class MessageRead(Model, ForTheSender):
     id: str
     thread_id: str
     sender: str
@@ -45,7 +58,7 @@ class MessageRead(Model):
     body: str
     reply_to: str | None
     created_at: Timestamp
-    # To the message's sender only: each recipient's receipt (null for everyone else).
+    # In the thread history, to the message's sender only: each recipient's receipt.
     receipts: list[Receipt] | None = None
 
 
@@ -66,9 +79,9 @@ class History(BaseModel):
     next_cursor: str | None
 
 
-class MessageWithDelivery(BaseModel):
+class MessageWithDelivery(ForTheSender):
     """One message: the caller's delivery of it (null for its sender, or one who joined later),
-    and for its sender every recipient's receipt (``receipts``; null for anyone else)."""
+    and for its sender every recipient's receipt (``receipts``; absent for anyone else)."""
 
     message: MessageRead
     delivery: DeliveryRead | None

@@ -18,7 +18,6 @@ from inbots.db.uow import UnitOfWork, mostly_reads, reads
 from inbots.deliveries import receipts
 from inbots.deliveries import service as deliveries
 from inbots.deliveries.models import Delivery
-from inbots.deliveries.schemas import Receipt
 from inbots.deliveries.state import STATES, state_filter, state_of
 from inbots.dispatch.jobs import Job
 from inbots.errors import (
@@ -134,10 +133,8 @@ def _replay(uow: UnitOfWork, original: Message, fingerprint: str) -> SendResult:
         .order_by(Delivery.id)
     ).all()
     sender = agents.usernames(uow, [original.sender_id]).get(original.sender_id, "")
-    replayed = to_read(original, sender)
-    replayed.receipts = [receipts.to_receipt(d, name) for d, name in rows]
     return SendResult(
-        message=replayed,
+        message=to_read(original, sender),
         deliveries=[DeliveryBrief(id=d.id, recipient=name, state=state_of(d)) for d, name in rows],
         duplicate=True,
     )
@@ -256,22 +253,8 @@ def send_message(
     uow.after_commit(_accepted(message.id, thread.id, len(rows), len(jobs)))
     uow.wake(recipient_ids)
     uow.enqueue(*jobs)
-    sent = to_read(message, caller.username)
-    sent.receipts = [
-        Receipt(
-            delivery_id=str(row["id"]),
-            recipient=r.username,
-            state="accepted",
-            delivered_at=None,
-            fetched_at=None,
-            acknowledged_at=None,
-            outcome=None,
-            note=None,
-        )
-        for row, r in zip(rows, recipients, strict=True)
-    ]
     return SendResult(
-        message=sent,
+        message=to_read(message, caller.username),
         deliveries=[
             DeliveryBrief(id=row["id"], recipient=r.username, state="accepted")
             for row, r in zip(rows, recipients, strict=True)
@@ -394,13 +377,11 @@ def read_message(uow: UnitOfWork, caller: Caller, ident: str) -> MessageWithDeli
     if delivery is not None:
         deliveries.opened(uow, [delivery])
     sender = agents.usernames(uow, [message.sender_id]).get(message.sender_id, "")
-    read = to_read(message, sender)
-    if message.sender_id == caller.agent_id:
-        read.receipts = receipts.receipts_of(uow, [message.id])[message.id]
+    sent = receipts.receipts_of(uow, [message.id]) if message.sender_id == caller.agent_id else {}
     return MessageWithDelivery(
-        message=read,
+        message=to_read(message, sender),
         delivery=deliveries.to_read(delivery, caller.username) if delivery else None,
-        receipts=read.receipts,
+        receipts=sent.get(message.id),
     )
 
 
@@ -442,11 +423,7 @@ def outbox(
     rows = uow.session.scalars(stmt.order_by(Message.id.desc()).limit(count + 1)).all()
     page = list(rows[:count])
     found = receipts.receipts_of(uow, [m.id for m in page])
-    items = []
-    for m in page:
-        read = to_read(m, caller.username)
-        read.receipts = found[m.id]
-        items.append(OutboxItem(message=read, receipts=found[m.id]))
+    items = [OutboxItem(message=to_read(m, caller.username), receipts=found[m.id]) for m in page]
     next_cursor = encode_cursor(page[-1].id) if len(rows) > count else None
     return Outbox(items=items, next_cursor=next_cursor)
 
