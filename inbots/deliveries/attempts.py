@@ -44,23 +44,21 @@ _SO_FAR = {
 }
 
 
-def owner_of(row_id: str) -> InstrumentedAttribute[str | None]:
-    """The attempt log's column naming ``row_id``: ``event_id`` for an event, else
-    ``delivery_id``."""
-    return DeliveryAttempt.event_id if kind_of(row_id) == "event" else DeliveryAttempt.delivery_id
+def _is_event(row_id: str) -> bool:
+    return kind_of(row_id) == "event"
 
 
-def attempts_so_far(session: Session, row_id: str, publish: int) -> tuple[int, int, bool]:
+def count_attempts(session: Session, row_id: str, publish: int) -> tuple[int, int, bool]:
     """How many attempts ``row_id`` has had in all and in ``publish``, and whether one of those
     succeeded."""
-    kind = "event" if kind_of(row_id) == "event" else "delivery"
-    total, so_far, ok = session.execute(_SO_FAR[kind], {"row_id": row_id, "publish": publish}).one()
+    query = _SO_FAR["event" if _is_event(row_id) else "delivery"]
+    total, so_far, ok = session.execute(query, {"row_id": row_id, "publish": publish}).one()
     return int(total), int(so_far), bool(ok)
 
 
 def attempt_values(row_id: str, **values: Any) -> dict[str, Any]:
     """An attempt row's values for ``insert(DeliveryAttempt)``, owned by ``row_id``."""
-    event = kind_of(row_id) == "event"
+    event = _is_event(row_id)
     return {
         "id": new_id("att"),
         "delivery_id": None if event else row_id,
@@ -74,7 +72,7 @@ def record_lost_attempt(session: Session, settings: Settings, row: Any, url: str
     ``worker_lost``, for the current publish, and return how many attempts that publish has now.
     ``row``: a delivery or an event (or a row of one) with ``id``, ``publish_count``,
     ``claimed_until`` and ``job_trigger``. The caller clears the claim in the same transaction."""
-    total, so_far, _ = attempts_so_far(session, row.id, row.publish_count)
+    total, so_far, _ = count_attempts(session, row.id, row.publish_count)
     started = row.claimed_until - timedelta(seconds=settings.claim_seconds)
     session.execute(
         insert(DeliveryAttempt),
@@ -95,7 +93,7 @@ def record_lost_attempt(session: Session, settings: Settings, row: Any, url: str
         ),
     )
     metrics.observe_attempt(WORKER_LOST, None, None, "lost")
-    kind = "event_id" if kind_of(row.id) == "event" else "delivery_id"
+    kind = "event_id" if _is_event(row.id) else "delivery_id"
     log.warning(
         "webhook attempt %s: %s",
         total + 1,

@@ -46,9 +46,9 @@ from inbots.deliveries.attempts import (
     WORKER_LOST,
     attempt_values,
     attempts_allowed,
+    count_attempts,
     record_lost_attempt,
 )
-from inbots.deliveries.attempts import attempts_so_far as attempts_so_far_of
 from inbots.deliveries.models import Delivery, DeliveryAttempt
 from inbots.deliveries.parking import park, unpark, wake
 from inbots.dispatch.jobs import Job, Result
@@ -135,7 +135,7 @@ def _claim_in(uow: Any, engine: Engine, job: Job, now: datetime) -> _Claim | _Pa
     if loaded.skip:
         unpark(row)
         return Result("skipped", reason=loaded.skip)
-    total, attempts_so_far, succeeded = attempts_so_far_of(session, row.id, job.publish)
+    total, attempts_so_far, succeeded = count_attempts(session, row.id, job.publish)
     if succeeded or attempts_so_far >= attempts_allowed(s):
         unpark(row)
         if lost and not succeeded:  # the lost attempt was this publish's last

@@ -243,10 +243,9 @@ KINDS = (DELIVERY, EVENT)
 _PARKED = {kind.name: _oldest_parked(kind.model, *kind.done) for kind in KINDS}
 
 
-def kind_of(job_or_id: Job | str) -> Kind:
-    """The kind of a job's row (or of a row id)."""
-    kind = job_or_id.kind if isinstance(job_or_id, Job) else Job(job_or_id, 0).kind
-    return EVENT if kind == "event" else DELIVERY
+def kind_of(job: Job) -> Kind:
+    """The kind of the row a job names."""
+    return EVENT if job.kind == "event" else DELIVERY
 
 
 def publish_again(uow: UnitOfWork, row: Row, recipient: Agent, event_type: str) -> Job:
@@ -256,8 +255,8 @@ def publish_again(uow: UnitOfWork, row: Row, recipient: Agent, event_type: str) 
     when the recipient has no webhook or does not receive ``event_type``."""
     if not recipient.webhook_url:
         raise Conflict(
-            f"Agent {recipient.username!r} has no webhook to notify; it sees this by checking "
-            "its mailbox (inbox, outbox or long-poll)."
+            f"Agent {recipient.username!r} has no webhook to notify, so there is nothing to "
+            "redeliver: it finds its mail with its inbox and its receipts with its outbox."
         )
     if not subscribed(recipient, event_type):
         raise Conflict(
