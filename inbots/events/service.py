@@ -35,7 +35,9 @@ from inbots.kit.ids import new_id
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
 from inbots.threads.models import Participant, Thread
 from inbots.webhooks import subscriptions
-from inbots.webhooks.subscriptions import EVENT_TYPES, MESSAGE_ACKNOWLEDGED
+from inbots.webhooks.subscriptions import EVENT_TYPES, MESSAGE_ACKNOWLEDGED, MESSAGE_CREATED
+
+TYPES = tuple(t for t in EVENT_TYPES if t != MESSAGE_CREATED)  # message.created is a delivery
 
 
 def pushes(agent: Any, event_type: str) -> bool:
@@ -298,8 +300,12 @@ def list_events(
     thread."""
     caller.require_operator()
     s = uow.settings
-    if type and type not in EVENT_TYPES[1:]:
-        raise Invalid(f"type must be one of {', '.join(EVENT_TYPES[1:])}.", field="type")
+    if type and type not in TYPES:
+        raise Invalid(
+            f"type must be one of {', '.join(TYPES)} (message.created notifications are "
+            "deliveries: GET /v1/deliveries).",
+            field="type",
+        )
     if state and state not in EVENT_STATES:
         raise Invalid(f"state must be one of {', '.join(EVENT_STATES)}.", field="state")
     count = clamp_limit(limit, s.list_default, s.list_max)
