@@ -37,6 +37,7 @@ PG_ADMIN_URL = os.environ.get(
 TABLES = (
     "heartbeats",
     "delivery_attempts",
+    "events",
     "deliveries",
     "messages",
     "participants",

@@ -643,3 +643,87 @@ async def direct_send_and_refs(api: Api, connect: Connect) -> None:
         )
         assert repeat["duplicate"] is True and repeat["message"] == again["message"]
     assert len(bob.ok("GET", "/threads")["items"]) == 4
+
+
+async def sender_sees_receipts(api: Api, connect: Connect, listening: Callable[[], bool]) -> None:
+    """A sender learns what became of its mail through the tools: wait_for_mail with
+    include_receipts wakes within a second of a declined acknowledgement (with the note),
+    each receipt is shown once, and check_sent, read_message and read_thread show every
+    recipient's receipt."""
+    lead = api.agent("lead")
+    worker = api.agent("worker")
+    api.agent("helper")
+    thread = lead.open_thread("Split the work", ["worker", "helper"])
+    sent = lead.send(thread["id"], "Port the parser", kind="task", summary="Port it")
+    message_id = sent["message"]["id"]
+    (worker_delivery,) = [d["id"] for d in sent["deliveries"] if d["recipient"] == "worker"]
+    outcome: dict[str, Any] = {}
+
+    async with connect(lead.token) as m:
+
+        async def wait() -> None:
+            outcome["result"] = await m.ok(
+                "wait_for_mail", timeout_seconds=20, include_receipts=True
+            )
+            outcome["at"] = time.monotonic()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            await wait_until(listening)
+            await anyio.sleep(0.2)
+            assert "result" not in outcome, "the wait returned before anything happened"
+            worker.ok("GET", f"/messages/{worker_delivery}")
+            acked_at = time.monotonic()
+            await anyio.to_thread.run_sync(
+                lambda: worker.ok(
+                    "POST",
+                    "/acks",
+                    json={"ids": [message_id], "outcome": "declined", "note": "Not my area"},
+                )
+            )
+        assert outcome["at"] - acked_at < 1.0, outcome["at"] - acked_at
+        woke = outcome["result"]
+        assert woke["items"] == []
+        (receipt,) = woke["receipts"]
+        assert receipt["message_id"] == message_id and receipt["thread_id"] == thread["id"]
+        assert receipt["delivery_id"] == worker_delivery and receipt["recipient"] == "worker"
+        assert (receipt["state"], receipt["outcome"], receipt["note"]) == (
+            "acknowledged",
+            "declined",
+            "Not my area",
+        )
+        assert receipt["acknowledged_at"] and receipt["event_id"].startswith("evt_")
+        started = time.monotonic()
+        again = await m.ok("wait_for_mail", timeout_seconds=1, include_receipts=True)
+        assert time.monotonic() - started >= 0.9 and again["receipts"] == []
+
+        page = await m.ok("check_sent")
+        (item,) = page["items"]
+        assert item["message"]["id"] == message_id and page["next_cursor"] is None
+        by_name = {r["recipient"]: r for r in item["receipts"]}
+        assert (by_name["worker"]["state"], by_name["worker"]["note"]) == (
+            "acknowledged",
+            "Not my area",
+        )
+        assert by_name["worker"]["fetched_at"] and by_name["helper"]["state"] == "accepted"
+        assert "worker: acknowledged (declined) — “Not my area”" in text_of(
+            await m.call("check_sent")
+        )
+        fetched = await m.ok("check_sent", state="accepted", thread_id=thread["id"])
+        assert [i["message"]["id"] for i in fetched["items"]] == [message_id]
+        assert (await m.ok("check_sent", state="failed"))["items"] == []
+        code, text = await m.error("check_sent", state="lost")
+        assert code == "validation_error" and "state must be one of" in text
+
+        read = await m.ok("read_message", id=message_id)
+        assert read["delivery"] is None
+        assert sorted(r["recipient"] for r in read["receipts"]) == ["helper", "worker"]
+        assert "receipts" not in read["message"]
+        history = await m.ok("read_thread", thread_id=thread["id"])
+        outcomes = {r["recipient"]: r["outcome"] for r in history["items"][0]["receipts"]}
+        assert outcomes == {"worker": "declined", "helper": None}
+
+    async with connect(worker.token) as w:
+        history = await w.ok("read_thread", thread_id=thread["id"])
+        assert "receipts" not in history["items"][0]  # not its message
+        assert (await w.ok("check_sent"))["items"] == []

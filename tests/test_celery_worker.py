@@ -303,6 +303,59 @@ def test_a_waiting_retry_does_not_hold_the_only_worker_slot(
     assert 2 * (1 - JITTER) - 0.03 <= gap <= 2 * (1 + JITTER) + SLACK, gap
 
 
+def test_the_worker_sends_event_notifications_with_their_retries(
+    api: Api, celery: CeleryHarness
+) -> None:
+    """The Celery worker runs events through the same task as deliveries: a declined
+    acknowledgement reaches the sender's webhook as ``message.acknowledged`` (retried after a
+    500, signed afresh, the event id as ``webhook-id``), and a close reaches a participant as
+    ``thread.closed``."""
+    worker = celery.worker(wait=False)
+    with receiver(fail_then_ok(1)) as hook:
+        lead = api.agent("lead")
+        secret = lead.ok(
+            "PUT",
+            "/me/webhook",
+            json={"url": hook.url, "webhook_events": ["message.acknowledged", "thread.closed"]},
+        )["signing_secret"]
+        implementer = api.agent("implementer")
+        thread = lead.open_thread("Delegated", ["implementer"])["id"]
+        message_id = lead.send(thread, "Port the parser")["message"]["id"]
+        worker.ready()
+        implementer.ok(
+            "POST",
+            "/acks",
+            json={"ids": [message_id], "outcome": "declined", "note": "Not my area"},
+        )
+        first, retried = celery.wait_for(hook, 2, timeout=10)
+        event_id = first.headers["webhook-id"]
+        assert retried.headers["webhook-id"] == event_id and event_id.startswith("evt_")
+        payload = standardwebhooks.Webhook(secret).verify(retried.body, retried.headers)
+        assert (payload["type"], payload["outcome"], payload["note"]) == (
+            "message.acknowledged",
+            "declined",
+            "Not my area",
+        )
+        detail = wait_until(
+            lambda: (d := api.ok("GET", f"/events/{event_id}"))["state"] == "notified" and d,
+            10,
+            "the event to be notified",
+            details=celery.errors,
+        )
+        assert [(a["trigger"], a["reason"]) for a in detail["attempts"]] == [
+            ("publish", "http_500"),
+            ("retry", "ok"),
+        ]
+        api.ok("POST", f"/threads/{thread}/close")
+        closed = celery.wait_for(hook, 3, timeout=10)[2]
+    closing = standardwebhooks.Webhook(secret).verify(closed.body, closed.headers)
+    assert (closing["type"], closing["thread_id"], closing["closed_by"]) == (
+        "thread.closed",
+        thread,
+        "operator",
+    )
+
+
 def max_in_window(times: list[float], window: float) -> int:
     """The most arrivals inside any ``window`` seconds."""
     ordered = sorted(times)

@@ -141,6 +141,47 @@ def test_webhook_set_show_rotate_remove(api: Api) -> None:
     assert_one_line_error(rejected, 1, "422")
 
 
+def test_webhook_events_and_the_events_commands(api: Api) -> None:
+    with receiver(always(200)) as hook:
+        lead = api.agent("lead")
+        chosen = inbots(
+            api,
+            "webhook",
+            "set",
+            "lead",
+            hook.url,
+            "--events",
+            "message.acknowledged,thread.closed",
+            "--json",
+        ).json()
+        assert chosen["webhook_events"] == ["message.acknowledged", "thread.closed"]
+        shown = ok(api, "webhook", "show", "lead").stdout
+        assert "message.acknowledged, thread.closed" in shown
+        assert_one_line_error(
+            inbots(api, "webhook", "set", "lead", hook.url, "--events", "nope"), 1, "422"
+        )
+        worker = api.agent("worker")
+        thread = lead.open_thread("Delegated", ["worker"])
+        message_id = lead.send(thread["id"], "do it")["message"]["id"]
+        worker.ok("POST", "/acks", json={"ids": [message_id], "outcome": "declined"})
+        hook.wait_for(1)
+        listed = inbots(api, "events", "list", "--json").json()
+        (event,) = listed["items"]
+        assert listed == api.ok("GET", "/events")
+        assert (event["type"], event["recipient"], event["actor"]) == (
+            "message.acknowledged",
+            "lead",
+            "worker",
+        )
+        assert "message.acknowledged" in ok(api, "events", "list").stdout
+        detail = ok(api, "events", "show", event["id"]).stdout
+        assert "declined" in detail and "Attempts" in detail
+        again = inbots(api, "events", "redeliver", event["id"], "--json").json()
+        assert again["publish_count"] == 2
+        hook.wait_for(2)
+    assert_one_line_error(inbots(api, "events", "show", "evt_nope"), 1, "not_found", "404")
+
+
 def test_threads_post_show_close_dismiss(api: Api) -> None:
     alice, bob = api.agent("alice"), api.agent("bob")
     thread = alice.open_thread("Plan the launch", ["bob"], goal="A date")

@@ -277,6 +277,8 @@ def test_answers_dump_back_to_the_servers_json(api: Api, ops: Client) -> None:
             (ops.thread(thread_id), api.ok("GET", f"/threads/{thread_id}")),
             (ops.threads(), api.ok("GET", "/threads")),
             (ops.delivery(delivery_id), api.ok("GET", f"/deliveries/{delivery_id}")),
+            (sender.outbox(), sender_raw.ok("GET", "/outbox")),
+            (sender.read(message_id), sender_raw.ok("GET", f"/messages/{message_id}")),
             (
                 sender.send(thread_id, "hello", "hi", idempotency_key="rt"),
                 sender_raw.ok("POST", f"/threads/{thread_id}/messages", 200, **post),
@@ -337,6 +339,71 @@ def test_wait_wakes_within_a_second_when_another_agent_sends(
     assert elapsed < 1.0, elapsed
     assert [i.message_id for i in woke.items] == [sent.message.id]
     assert reader.wait(1).items == []  # shown once: the next wait times out empty
+
+
+def test_a_sender_follows_its_mail_outbox_receipts_and_wait_events(
+    agent: NewAgent, server: ServerThread
+) -> None:
+    lead, worker, helper = agent("lead"), agent("worker"), agent("helper")
+    thread = lead.open_thread("Delegated", ["worker", "helper"])
+    sent = lead.send(thread.id, "Port the parser", kind="task")
+    worker.read(sent.message.id)
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(lead.wait, 20, events="receipts")
+        until_listening(server)
+        acked_at = time.monotonic()
+        worker.acknowledge(sent.message.id, "declined", "Not my area")
+        woke = waiting.result(timeout=10)
+        elapsed = time.monotonic() - acked_at
+    assert elapsed < 1.0, elapsed
+    assert woke.items == []
+    (receipt,) = woke.receipts
+    assert (receipt.message_id, receipt.thread_id, receipt.recipient) == (
+        sent.message.id,
+        thread.id,
+        "worker",
+    )
+    assert (receipt.state, receipt.outcome, receipt.note) == (
+        "acknowledged",
+        "declined",
+        "Not my area",
+    )
+    assert receipt.event_id and receipt.delivery_id and receipt.acknowledged_at is not None
+    assert lead.wait(1, events="receipts").receipts == []  # each receipt is shown once
+
+    page = lead.outbox()
+    (item,) = page.items
+    assert item.message.id == sent.message.id and page.next_cursor is None
+    receipts = {r.recipient: r for r in item.receipts}
+    assert receipts["worker"].fetched_at is not None and receipts["worker"].note == "Not my area"
+    assert receipts["helper"].state == "accepted"
+    assert [i.message.id for i in lead.outbox(state="acknowledged", thread=thread.id).items] == [
+        sent.message.id
+    ]
+    assert lead.outbox(state="failed").items == [] and worker.outbox().items == []
+    with pytest.raises(ValidationError) as bad:
+        lead.outbox(state="lost")
+    assert bad.value.field == "state"
+
+    read = lead.read(sent.message.id)
+    assert read.delivery is None and read.receipts is not None
+    assert {r.recipient: r.outcome for r in read.receipts} == {"worker": "declined", "helper": None}
+    mine = lead.history(thread.id).items[0]
+    assert mine.receipts is not None and len(mine.receipts) == 2
+    assert helper.history(thread.id).items[0].receipts is None
+
+
+def test_an_agent_chooses_its_webhooks_notification_types(agent: NewAgent) -> None:
+    me = agent("chooser")
+    made = me.set_webhook("http://127.0.0.1:9/hook")
+    assert made.webhook_events == ["message.created"]
+    chosen = me.set_webhook(made.url, events=["message.acknowledged", "thread.closed"])
+    assert chosen.webhook_events == ["message.acknowledged", "thread.closed"]
+    assert me.set_webhook("http://127.0.0.1:9/moved").webhook_events == chosen.webhook_events
+    with pytest.raises(ValidationError) as rejected:
+        me.set_webhook(made.url, events=["message.deleted"])
+    assert rejected.value.field == "webhook_events"
+    assert "thread.close_requested" in str(rejected.value)
 
 
 # Errors

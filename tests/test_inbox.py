@@ -409,7 +409,8 @@ def test_sender_reading_its_own_message_gets_null_delivery(api: Api) -> None:
 
     read = sender.ok("GET", f"/messages/{sent['message']['id']}")
 
-    assert read == {"message": sent["message"], "delivery": None}
+    assert read["message"] == sent["message"] and read["delivery"] is None
+    assert [(r["recipient"], r["state"]) for r in read["receipts"]] == [("reader", "accepted")]
     assert api.delivery(delivery_to(sent, "reader"))["fetched_at"] is None
 
 

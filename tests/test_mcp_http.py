@@ -32,6 +32,7 @@ from tests.mcp_client import (
     run,
     same_stamps_as_http,
     send_message_errors,
+    sender_sees_receipts,
     text_of,
     wait_answers_new_mail_behind_shown,
     wait_times_out,
@@ -51,6 +52,7 @@ TOOLS = [
     "read_thread",
     "acknowledge",
     "wait_for_mail",
+    "check_sent",
     "request_close",
 ]
 INITIALIZE = {
@@ -125,6 +127,12 @@ def test_wait_for_mail_answers_new_mail_behind_a_page_already_shown(
     api: Api, connect: Connect
 ) -> None:
     run(lambda: wait_answers_new_mail_behind_shown(api, connect))
+
+
+def test_a_sender_sees_receipts_and_is_woken_by_a_decline(
+    api: Api, connect: Connect, server: ServerThread
+) -> None:
+    run(lambda: sender_sees_receipts(api, connect, lambda: listening(server) >= 1))
 
 
 def test_tools_set_the_same_stamps_as_http(api: Api, connect: Connect) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from inbots.mcp.tools import tool_specs
 from tests.conftest import ServerThread, free_port
 from tests.helpers import Api
 from tests.mcp_client import (
@@ -26,6 +27,7 @@ from tests.mcp_client import (
     run,
     same_stamps_as_http,
     send_message_errors,
+    sender_sees_receipts,
     wait_answers_new_mail_behind_shown,
     wait_times_out,
     wait_wakes_on_send,
@@ -87,6 +89,12 @@ def test_wait_for_mail_answers_new_mail_behind_a_page_already_shown(
     api: Api, connect: Connect
 ) -> None:
     run(lambda: wait_answers_new_mail_behind_shown(api, connect))
+
+
+def test_a_sender_sees_receipts_and_is_woken_by_a_decline(
+    api: Api, connect: Connect, server: ServerThread
+) -> None:
+    run(lambda: sender_sees_receipts(api, connect, lambda: listening(server) >= 1))
 
 
 def test_tools_set_the_same_stamps_as_http(api: Api, connect: Connect) -> None:
@@ -163,7 +171,7 @@ def test_stdio_without_a_server_answers_tool_errors_and_goes_on() -> None:
                 code, text = await tools.error("check_inbox")
                 assert code == "error"
                 assert text.startswith(f"Could not reach Inbots at {url} ("), text
-            assert len((await tools.client.list_tools()).tools) == 12
+            assert len((await tools.client.list_tools()).tools) == len(tool_specs())
 
     run(scenario)
 

@@ -36,6 +36,7 @@ TABLES = {
     "messages",
     "deliveries",
     "delivery_attempts",
+    "events",
     "heartbeats",
 }
 

@@ -96,4 +96,4 @@ def test_run_unit_runs_each_function_in_the_mode_it_declares(database: Database)
     assert run_unit(database, sink, _list) == "listed"
     assert sink.woken == ["ag_9"]
     assert run_unit(database, sink, _write, n=3) == 3
-    assert [j.delivery_id for j in sink.published] == ["dlv_0", "dlv_1", "dlv_2"]
+    assert [j.row_id for j in sink.published] == ["dlv_0", "dlv_1", "dlv_2"]

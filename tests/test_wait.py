@@ -13,8 +13,16 @@ import pytest
 from tests.conftest import ServerThread
 from tests.helpers import Api, Caller
 
-INBOX_KEYS = {"items", "returned", "waiting", "more", "next_cursor"}
-EMPTY = {"items": [], "returned": 0, "waiting": 0, "more": False, "next_cursor": None}
+# The inbox's keys, and the receipts of the caller's own mail (empty unless events=receipts).
+WAIT_KEYS = {"items", "returned", "waiting", "more", "next_cursor", "receipts"}
+EMPTY = {
+    "items": [],
+    "returned": 0,
+    "waiting": 0,
+    "more": False,
+    "next_cursor": None,
+    "receipts": [],
+}
 
 
 def assert_error(response: Any, status: int, code: str) -> None:
@@ -56,7 +64,7 @@ def test_wait_returns_immediately_when_unshown_mail_exists(api: Api) -> None:
     elapsed = time.monotonic() - started
 
     assert elapsed < 2.0
-    assert set(body) == INBOX_KEYS
+    assert set(body) == WAIT_KEYS
     assert [i["message_id"] for i in body["items"]] == [sent["message"]["id"]]
     assert body["returned"] == 1 and body["waiting"] == 1 and body["more"] is False
     assert body["items"][0]["state"] == "delivered"
@@ -82,7 +90,7 @@ def test_wait_returns_within_a_second_of_a_send_by_another_client(
     assert returned_at - send_started < 1.0
     assert response.status_code == 200, response.text
     body = response.json()
-    assert set(body) == INBOX_KEYS
+    assert set(body) == WAIT_KEYS
     (item,) = body["items"]
     assert item["message_id"] == sent["message"]["id"]
     assert item["kind"] == "task" and item["sender"] == "sender" and item["state"] == "delivered"
@@ -111,7 +119,14 @@ def test_wait_for_already_shown_mail_does_not_return_early(api: Api) -> None:
     elapsed = time.monotonic() - started
 
     assert 0.9 <= elapsed < 3.0
-    assert body == {"items": [], "returned": 0, "waiting": 1, "more": True, "next_cursor": None}
+    assert body == {
+        "items": [],
+        "returned": 0,
+        "waiting": 1,
+        "more": True,
+        "next_cursor": None,
+        "receipts": [],
+    }
     assert api.delivery(sent["deliveries"][0]["id"])["fetched_at"] is None
 
 
@@ -133,7 +148,14 @@ def test_wait_answers_the_new_mail_behind_a_full_page_of_mail_already_shown(api:
     started = time.monotonic()
     again = reader.ok("GET", "/inbox/wait", params={"timeout": "1"})
     assert time.monotonic() - started >= 0.9, "the wait answered at once: nothing new had come"
-    assert again == {"items": [], "returned": 0, "waiting": 51, "more": True, "next_cursor": None}
+    assert again == {
+        "items": [],
+        "returned": 0,
+        "waiting": 51,
+        "more": True,
+        "next_cursor": None,
+        "receipts": [],
+    }
 
 
 def test_wait_is_not_woken_by_mail_for_someone_else(api: Api, server: ServerThread) -> None:
@@ -176,6 +198,7 @@ def test_wait_is_not_woken_again_by_mail_already_shown_when_it_is_read(
         "waiting": 1,
         "more": True,
         "next_cursor": None,
+        "receipts": [],
     }
 
 

@@ -109,6 +109,7 @@ def test_registration_with_webhook_url_returns_url_and_signing_secret(api: Api) 
         "url": IDLE_URL,
         "signing_secret": webhook["signing_secret"],
         "previous_secret_expires_at": None,
+        "webhook_events": ["message.created"],
     }
     assert agent_row(api, created["id"])["webhook_url"] == IDLE_URL
 

@@ -37,6 +37,10 @@ class Agent(Base):
     webhook_secret: Mapped[str | None] = mapped_column(String(128))
     webhook_previous_secret: Mapped[str | None] = mapped_column(String(128))
     webhook_previous_secret_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # The notification types the webhook receives, comma-joined (inbots.webhooks.subscriptions).
+    webhook_events: Mapped[str] = mapped_column(
+        String(200), default="message.created", server_default="message.created"
+    )
 
     @property
     def is_operator(self) -> bool:

@@ -92,6 +92,7 @@ def webhook_fields(hook: Json, *, reveal: bool = False) -> Table:
             ("url", hook["url"]),
             ("signing secret", secret if reveal else f"{mask(secret)} (--reveal to print it)"),
             ("previous secret expires", when(hook.get("previous_secret_expires_at"))),
+            ("receives", ", ".join(hook.get("webhook_events") or []) or "nothing"),
         ]
     )
 
@@ -216,11 +217,16 @@ def delivery_view(d: Json) -> Group:
             ("note", d["note"]),
         ]
     )
+    empty = "no webhook attempts (the agent polls, or none was made yet)"
+    return Group(receipt, _attempts_table(d["attempts"], empty))
+
+
+def _attempts_table(attempts_of: list[Json], empty: str) -> Table:
     attempts = table(
         ["#", "publish", "trigger", "started", "ms", "status", "reason", "response"],
         title="Attempts",
     )
-    for a in d["attempts"]:
+    for a in attempts_of:
         attempts.add_row(
             str(a["number"]),
             str(a["publish"]),
@@ -232,9 +238,56 @@ def delivery_view(d: Json) -> Group:
             cell(a["response_excerpt"]),
             style=None if a["reason"] == "ok" else "red",
         )
-    if not d["attempts"]:
-        attempts.caption = "no webhook attempts (the agent polls, or none was made yet)"
-    return Group(receipt, attempts)
+    if not attempts_of:
+        attempts.caption = empty
+    return attempts
+
+
+# events
+
+
+def events_table(items: list[Json], title: str | None = None) -> Table:
+    grid = table(["id", "type", "state", "recipient", "actor", "created", "pub"], title=title)
+    for e in items:
+        grid.add_row(
+            e["id"],
+            e["type"],
+            e["state"],
+            e["recipient"],
+            e["actor"],
+            ago(e["created_at"]),
+            str(e["publish_count"]),
+            style=ROW_STYLES.get(e["state"]),
+        )
+    if not items:
+        grid.caption = "no events"
+    return grid
+
+
+def event_view(e: Json) -> Group:
+    summary = fields(
+        [
+            ("id", e["id"]),
+            ("type", e["type"]),
+            ("state", styled_state(e["state"])),
+            ("recipient", e["recipient"]),
+            ("actor", e["actor"]),
+            ("thread", e["thread_id"]),
+            ("message", e["message_id"]),
+            ("delivery", e["delivery_id"]),
+            ("outcome", e["outcome"]),
+            ("note", e["note"]),
+            ("created", when(e["created_at"])),
+            ("shown", when(e["shown_at"])),
+            ("notified", when(e["notified_at"])),
+            ("failed", when(e["failed_at"])),
+            ("failure reason", e["failure_reason"]),
+            ("publishes", e["publish_count"]),
+            ("next attempt", when(e["next_attempt_at"])),
+        ]
+    )
+    empty = "no webhook attempts (no webhook receives it, or none was made yet)"
+    return Group(summary, _attempts_table(e["attempts"], empty))
 
 
 def redelivered(d: Json) -> Text:

@@ -131,8 +131,10 @@ class Delivery(Model):
 
 
 class Receipt(Model):
-    """Inbots 1.1: what became of a message for one recipient, as its sender sees it. In a
-    long-poll's ``receipts`` (``events="receipts"``) it also names the message."""
+    """Inbots 1.1: what became of a message for one recipient, as its sender sees it
+    (``delivery_id`` is that recipient's copy). In a long-poll's ``receipts``
+    (``events="receipts"``) it also names the message, its thread and the event (``event_id``,
+    the ``webhook-id`` of the matching ``message.acknowledged`` notification)."""
 
     recipient: str
     state: str
@@ -145,6 +147,7 @@ class Receipt(Model):
     message_id: str | None = None
     delivery_id: str | None = None
     thread_id: str | None = None
+    event_id: str | None = None
 
 
 # Messages and threads

@@ -121,7 +121,8 @@ def attempts_for(uow: UnitOfWork, delivery_ids: Sequence[str]) -> dict[str, list
         .order_by(DeliveryAttempt.delivery_id, DeliveryAttempt.number)
     ).all()
     for attempt in rows:
-        result[attempt.delivery_id].append(AttemptRead.model_validate(attempt))
+        if attempt.delivery_id is not None:  # always, by the query: the log also holds events'
+            result[attempt.delivery_id].append(AttemptRead.model_validate(attempt))
     return result
 
 

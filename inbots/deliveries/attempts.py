@@ -1,5 +1,6 @@
 """The attempt log: how many attempts a publish may make and has made, and the row written for
-an attempt whose worker died before recording it (``worker_lost``)."""
+an attempt whose worker died before recording it (``worker_lost``). One log for both kinds of
+outbox row: an attempt names its delivery (``delivery_id``) or its event (``event_id``)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, func, insert, select
-from sqlalchemy.orm import Session
+from sqlalchemy import Select, bindparam, func, insert, select
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from inbots.config import Settings
 from inbots.deliveries.models import DeliveryAttempt
 from inbots.kit.clock import rfc3339
-from inbots.kit.ids import new_id
+from inbots.kit.ids import kind_of, new_id
 from inbots.observability import metrics
 
 log = logging.getLogger(__name__)
@@ -26,45 +27,77 @@ def attempts_allowed(settings: Settings) -> int:
 
 
 THIS_PUBLISH = DeliveryAttempt.publish == bindparam("publish")
-ATTEMPTS_SO_FAR = select(
-    func.count(),
-    func.count().filter(THIS_PUBLISH),
-    func.count().filter(THIS_PUBLISH, DeliveryAttempt.reason == "ok"),
-).where(DeliveryAttempt.delivery_id == bindparam("delivery_id"))
 
 
-def record_lost_attempt(session: Session, settings: Settings, delivery: Any, url: str) -> int:
+def _so_far(owner: InstrumentedAttribute[str | None]) -> Select[int, int, int]:
+    return select(
+        func.count(),
+        func.count().filter(THIS_PUBLISH),
+        func.count().filter(THIS_PUBLISH, DeliveryAttempt.reason == "ok"),
+    ).where(owner == bindparam("row_id"))
+
+
+# Attempts of one row (all, this publish's, this publish's successes), by the row's kind.
+_SO_FAR = {
+    "delivery": _so_far(DeliveryAttempt.delivery_id),
+    "event": _so_far(DeliveryAttempt.event_id),
+}
+
+
+def _is_event(row_id: str) -> bool:
+    return kind_of(row_id) == "event"
+
+
+def count_attempts(session: Session, row_id: str, publish: int) -> tuple[int, int, bool]:
+    """How many attempts ``row_id`` has had in all and in ``publish``, and whether one of those
+    succeeded."""
+    query = _SO_FAR["event" if _is_event(row_id) else "delivery"]
+    total, so_far, ok = session.execute(query, {"row_id": row_id, "publish": publish}).one()
+    return int(total), int(so_far), bool(ok)
+
+
+def attempt_values(row_id: str, **values: Any) -> dict[str, Any]:
+    """An attempt row's values for ``insert(DeliveryAttempt)``, owned by ``row_id``."""
+    event = _is_event(row_id)
+    return {
+        "id": new_id("att"),
+        "delivery_id": None if event else row_id,
+        "event_id": row_id if event else None,
+        **values,
+    }
+
+
+def record_lost_attempt(session: Session, settings: Settings, row: Any, url: str) -> int:
     """Log the attempt of a claim that ran out unrecorded (its worker died mid-attempt) as
     ``worker_lost``, for the current publish, and return how many attempts that publish has now.
-    ``delivery``: a row with ``id``, ``publish_count``, ``claimed_until`` and ``job_trigger``.
-    The caller clears the claim in the same transaction."""
-    params = {"delivery_id": delivery.id, "publish": delivery.publish_count}
-    total, so_far, _ = session.execute(ATTEMPTS_SO_FAR, params).one()
-    started = delivery.claimed_until - timedelta(seconds=settings.claim_seconds)
+    ``row``: a delivery or an event (or a row of one) with ``id``, ``publish_count``,
+    ``claimed_until`` and ``job_trigger``. The caller clears the claim in the same transaction."""
+    total, so_far, _ = count_attempts(session, row.id, row.publish_count)
+    started = row.claimed_until - timedelta(seconds=settings.claim_seconds)
     session.execute(
         insert(DeliveryAttempt),
-        {
-            "id": new_id("att"),
-            "delivery_id": delivery.id,
-            "number": int(total) + 1,
-            "publish": delivery.publish_count,
-            "trigger": "retry" if so_far else (delivery.job_trigger or "publish"),
-            "url": url,
-            "started_at": started,
-            "duration_ms": None,
-            "status_code": None,
-            "reason": WORKER_LOST,
-            "response_excerpt": (
+        attempt_values(
+            row.id,
+            number=total + 1,
+            publish=row.publish_count,
+            trigger="retry" if so_far else (row.job_trigger or "publish"),
+            url=url,
+            started_at=started,
+            duration_ms=None,
+            status_code=None,
+            reason=WORKER_LOST,
+            response_excerpt=(
                 "no outcome: the worker making this attempt stopped before recording it; its "
-                f"claim ran out at {rfc3339(delivery.claimed_until)}"
+                f"claim ran out at {rfc3339(row.claimed_until)}"
             ),
-        },
+        ),
     )
     metrics.observe_attempt(WORKER_LOST, None, None, "lost")
+    kind = "event_id" if _is_event(row.id) else "delivery_id"
     log.warning(
         "webhook attempt %s: %s",
-        int(total) + 1,
+        total + 1,
         WORKER_LOST,
-        extra={"delivery_id": delivery.id, "reason": WORKER_LOST},
+        extra={kind: row.id, "reason": WORKER_LOST},
     )
-    return int(so_far) + 1
+    return so_far + 1

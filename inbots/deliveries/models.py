@@ -129,13 +129,15 @@ class Delivery(Base):
 
 
 class DeliveryAttempt(Base):
-    """One HTTP try of a webhook notification."""
+    """One HTTP try of a webhook notification: of a delivery (``message.created``) or of an event
+    (``inbots.events``); exactly one of the two ids is set."""
 
     __tablename__ = "delivery_attempts"
-    __table_args__ = (Index(None, "delivery_id", "number"),)
+    __table_args__ = (Index(None, "delivery_id", "number"), Index(None, "event_id", "number"))
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
-    delivery_id: Mapped[str] = mapped_column(ForeignKey("deliveries.id"))
+    delivery_id: Mapped[str | None] = mapped_column(ForeignKey("deliveries.id"))
+    event_id: Mapped[str | None] = mapped_column(ForeignKey("events.id"))
     number: Mapped[int] = mapped_column(Integer)
     publish: Mapped[int] = mapped_column(Integer)
     trigger: Mapped[str] = mapped_column(String(16))

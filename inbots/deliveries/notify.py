@@ -1,5 +1,8 @@
-"""One webhook attempt for one delivery, end to end. The Celery task ``delivery.notify`` and the
-embedded dispatcher both call :func:`notify`; neither holds any logic of its own.
+"""One webhook attempt for one outbox row — a delivery (``message.created``) or an event (every
+other type; :mod:`.outbox`) — end to end. The Celery task ``delivery.notify`` and the embedded
+dispatcher both call :func:`notify`; neither holds any logic of its own. Below, "delivery" stands
+for either kind of row: the steps are the same, only the row's loading, payload and "still
+wanted?" differ (``outbox.Kind``).
 
 The attempt runs in three steps so no transaction is open during the HTTP call:
 
@@ -23,7 +26,6 @@ current publish, never a broker retry counter.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import ssl
@@ -33,31 +35,26 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
-from sqlalchemy import bindparam, insert, select, update
-from sqlalchemy.orm import aliased
+from sqlalchemy import insert, update
 
 from inbots import __version__
-from inbots.agents.models import Agent
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
+from inbots.deliveries import outbox
 from inbots.deliveries.attempts import (
-    ATTEMPTS_SO_FAR,
     WORKER_LOST,
+    attempt_values,
     attempts_allowed,
+    count_attempts,
     record_lost_attempt,
 )
 from inbots.deliveries.models import Delivery, DeliveryAttempt
 from inbots.deliveries.parking import park, unpark, wake
-from inbots.deliveries.stamps import stamp
 from inbots.dispatch.jobs import Job, Result
 from inbots.dispatch.limiter import Limiter, url_key
-from inbots.kit.clock import rfc3339, utcnow
-from inbots.kit.ids import new_id
-from inbots.kit.text import shown_summary
-from inbots.messages.models import Message
+from inbots.kit.clock import utcnow
 from inbots.observability import metrics
-from inbots.threads.models import CLOSED, Thread
 from inbots.webhooks import signing, url_policy
 
 log = logging.getLogger(__name__)
@@ -96,7 +93,7 @@ class _Claim:
     attempts_so_far: int  # of this publish
     number: int  # of this attempt, across all publishes
     accepted_at: datetime
-    message_id: str
+    message_id: str | None
     thread_id: str
     key: str  # the URL's, for the in-flight cap
     lease: str  # the slot this attempt holds
@@ -105,20 +102,6 @@ class _Claim:
 @dataclass
 class _Parked:
     key: str
-
-
-# The claim's two reads, built once: building an ORM statement (aliases above all) costs more
-# CPU than running it, and every attempt runs both.
-_recipient, _sender = aliased(Agent), aliased(Agent)
-_CLAIM_READ = (
-    select(Delivery, Thread.status, Thread.title, Thread.ref, _recipient, Message, _sender.username)
-    .join(Thread, Thread.id == Delivery.thread_id)
-    .join(_recipient, _recipient.id == Delivery.recipient_id)
-    .join(Message, Message.id == Delivery.message_id)
-    .join(_sender, _sender.id == Message.sender_id)
-    .where(Delivery.id == bindparam("delivery_id"))
-    .with_for_update(of=Delivery)
-)
 
 
 def _claim(engine: Engine, job: Job, now: datetime) -> _Claim | _Parked | Result:
@@ -138,57 +121,45 @@ def _claim(engine: Engine, job: Job, now: datetime) -> _Claim | _Parked | Result
 def _claim_in(uow: Any, engine: Engine, job: Job, now: datetime) -> _Claim | _Parked | Result:
     s = engine.settings
     session = uow.session
-    row = session.execute(_CLAIM_READ, {"delivery_id": job.delivery_id}).first()
-    if row is None:
-        return Result("skipped", reason="no such delivery")
-    delivery, thread_status, thread_title, thread_ref, recipient, message, sender = row
-    lost = delivery.claimed_until is not None and delivery.claimed_until <= now
+    kind = outbox.kind_of(job)
+    loaded = kind.load(session, job.row_id, job.trigger)
+    if loaded is None:
+        return Result("skipped", reason=f"no such {kind.name}")
+    row, recipient = loaded.row, loaded.recipient
+    lost = row.claimed_until is not None and row.claimed_until <= now
     if lost:
-        record_lost_attempt(session, s, delivery, recipient.webhook_url or "")
-        delivery.claimed_until = None
-    if job.publish != delivery.publish_count:
+        record_lost_attempt(session, s, row, recipient.webhook_url or "")
+        row.claimed_until = None
+    if job.publish != row.publish_count:
         return Result("skipped", reason="superseded by a later publish")
-    skip = None
-    if thread_status == CLOSED:
-        skip = "thread closed"
-    elif job.trigger != "redeliver" and (
-        delivery.notified_at or delivery.failed_at or delivery.acknowledged_at
-    ):
-        skip = "already notified, failed or acknowledged"
-    elif not recipient.webhook_url or not recipient.webhook_secret:
-        skip = "recipient has no webhook"
-    if skip:
-        unpark(delivery)
-        return Result("skipped", reason=skip)
-    total, attempts_so_far, succeeded = session.execute(
-        ATTEMPTS_SO_FAR, {"delivery_id": delivery.id, "publish": job.publish}
-    ).one()
+    if loaded.skip:
+        unpark(row)
+        return Result("skipped", reason=loaded.skip)
+    total, attempts_so_far, succeeded = count_attempts(session, row.id, job.publish)
     if succeeded or attempts_so_far >= attempts_allowed(s):
-        unpark(delivery)
+        unpark(row)
         if lost and not succeeded:  # the lost attempt was this publish's last
             _fail(
                 uow,
-                delivery.id,
+                kind,
+                row.id,
                 f"webhook attempts exhausted ({attempts_so_far}; last: {WORKER_LOST})",
             )
             metrics.DELIVERIES_FAILED.labels("attempts_exhausted").inc()
             return Result("failed", reason=WORKER_LOST)
         return Result("skipped", reason="this publish is finished")
-    if delivery.claimed_until is not None and delivery.claimed_until > now:
+    if row.claimed_until is not None and row.claimed_until > now:
         # A duplicate job: come back when that attempt must have ended (its slot's lease ran
         # out), and if it is still claimed then, when the claim runs out (by then the attempt is
         # recorded, or its worker died and this job makes the next one) — never every so often.
-        ended = delivery.claimed_until - timedelta(
-            seconds=s.claim_seconds - s.inflight_lease_seconds
-        )
-        wait = ((ended if ended > now else delivery.claimed_until) - now).total_seconds()
+        ended = row.claimed_until - timedelta(seconds=s.claim_seconds - s.inflight_lease_seconds)
+        wait = ((ended if ended > now else row.claimed_until) - now).total_seconds()
         return Result("busy", countdown=wait + 0.05, reason="another attempt is running")
-    if delivery.next_attempt_at is not None and delivery.next_attempt_at > now + timedelta(
-        seconds=0.05
-    ):
+    if row.next_attempt_at is not None and row.next_attempt_at > now + timedelta(seconds=0.05):
         # A retry of this publish is scheduled later: this job is early (a duplicate).
-        wait = (delivery.next_attempt_at - now).total_seconds()
+        wait = (row.next_attempt_at - now).total_seconds()
         return Result("busy", countdown=wait, reason="retry scheduled later")
+    assert recipient.webhook_url and recipient.webhook_secret  # or loaded.skip says why not
     secrets = [recipient.webhook_secret]
     if (
         recipient.webhook_previous_secret
@@ -196,64 +167,33 @@ def _claim_in(uow: Any, engine: Engine, job: Job, now: datetime) -> _Claim | _Pa
         and recipient.webhook_previous_secret_expires_at > now
     ):
         secrets.append(recipient.webhook_previous_secret)
-    payload = notification_body(
-        delivery,
-        message,
-        thread_title=thread_title,
-        thread_ref=thread_ref,
-        sender=sender or "",
-        recipient=recipient.username,
-        shown=s.summary_shown,
-    )
+    payload = loaded.body(s.summary_shown)
     key = url_key(recipient.webhook_url)
-    delivery.job_trigger = job.trigger
+    row.job_trigger = job.trigger
     lease = engine.limiter.acquire(key)  # the last step that can fail before the commit
     if lease is None:
-        park(delivery, key, now)
+        park(row, key, now)
         return _Parked(key)
-    delivery.claimed_until = now + timedelta(seconds=s.claim_seconds)
-    delivery.next_attempt_at = None
-    unpark(delivery)
+    row.claimed_until = now + timedelta(seconds=s.claim_seconds)
+    row.next_attempt_at = None
+    unpark(row)
     return _Claim(
         recipient.webhook_url,
         secrets,
         payload,
-        int(attempts_so_far),
-        int(total) + 1,
-        delivery.accepted_at,
-        delivery.message_id,
-        delivery.thread_id,
+        attempts_so_far,
+        total + 1,
+        _accepted_at(row),
+        loaded.message_id,
+        loaded.thread_id,
         key,
         lease,
     )
 
 
-def notification_body(
-    delivery: Delivery,
-    message: Message,
-    *,
-    thread_title: str,
-    thread_ref: str | None = None,
-    sender: str,
-    recipient: str,
-    shown: int,
-) -> bytes:
-    """The thin notification: identifiers and the cut summary, never the body."""
-    body = {
-        "type": "message.created",
-        "delivery_id": delivery.id,
-        "message_id": message.id,
-        "thread_id": delivery.thread_id,
-        "thread_title": thread_title,
-        "thread_ref": thread_ref,
-        "sender": sender,
-        "recipient": recipient,
-        "kind": message.kind,
-        "priority": message.priority,
-        "summary": shown_summary(message.summary, message.body, shown),
-        "created_at": rfc3339(message.created_at),
-    }
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+def _accepted_at(row: outbox.Row) -> datetime:
+    """When the row's notification became owed (the ``notified`` latency starts there)."""
+    return row.accepted_at if isinstance(row, Delivery) else row.created_at
 
 
 @dataclass
@@ -283,7 +223,7 @@ def _classify_error(exc: Exception) -> str:
     return "connect"
 
 
-def _send(engine: Engine, claim: _Claim, delivery_id: str) -> _Sent:
+def _send(engine: Engine, claim: _Claim, webhook_id: str) -> _Sent:
     started = utcnow()
     clock = time.monotonic()
 
@@ -301,7 +241,7 @@ def _send(engine: Engine, claim: _Claim, delivery_id: str) -> _Sent:
         )
     headers = {
         "content-type": "application/json",
-        **signing.headers_for(claim.secrets, delivery_id, claim.payload),
+        **signing.headers_for(claim.secrets, webhook_id, claim.payload),
     }
     request_url, extensions = claim.url, {}
     if not engine.settings.webhook_allow_private:
@@ -362,34 +302,34 @@ def _record(engine: Engine, job: Job, claim: _Claim, sent: _Sent) -> Result:
 def _settle(uow: Any, s: Settings, job: Job, claim: _Claim, sent: _Sent) -> Result:
     made = claim.attempts_so_far + 1
     session = uow.session
+    kind = outbox.kind_of(job)
     session.execute(  # an INSERT of one row, without the unit of work's flush machinery
         insert(DeliveryAttempt),
-        {
-            "id": new_id("att"),
-            "delivery_id": job.delivery_id,
-            "number": claim.number,
-            "publish": job.publish,
-            "trigger": job.trigger if claim.attempts_so_far == 0 else "retry",
-            "url": claim.url,
-            "started_at": sent.started_at,
-            "duration_ms": sent.duration_ms,
-            "status_code": sent.status_code,
-            "reason": sent.reason,
-            "response_excerpt": sent.excerpt,
-        },
+        attempt_values(
+            job.row_id,
+            number=claim.number,
+            publish=job.publish,
+            trigger=job.trigger if claim.attempts_so_far == 0 else "retry",
+            url=claim.url,
+            started_at=sent.started_at,
+            duration_ms=sent.duration_ms,
+            status_code=sent.status_code,
+            reason=sent.reason,
+            response_excerpt=sent.excerpt,
+        ),
     )
-    release = update(Delivery).where(Delivery.id == job.delivery_id)
+    release = update(kind.model).where(kind.model.id == job.row_id)
     if sent.reason == "ok":
         session.execute(release.values(claimed_until=None, next_attempt_at=None))
-        stamp(uow, "notified_at", Delivery.id == job.delivery_id)
+        kind.stamp_notified(uow, job.row_id)
         return Result("notified")
     if sent.reason == "gone":
         session.execute(release.values(claimed_until=None, next_attempt_at=None))
-        _fail(uow, job.delivery_id, "the webhook answered 410 Gone")
+        _fail(uow, kind, job.row_id, "the webhook answered 410 Gone")
         return Result("failed", reason="gone")
     if made >= attempts_allowed(s):
         session.execute(release.values(claimed_until=None, next_attempt_at=None))
-        _fail(uow, job.delivery_id, f"webhook attempts exhausted ({made}; last: {sent.reason})")
+        _fail(uow, kind, job.row_id, f"webhook attempts exhausted ({made}; last: {sent.reason})")
         return Result("failed", reason=sent.reason)
     delay = retry_delay(s, made)
     session.execute(
@@ -398,10 +338,11 @@ def _settle(uow: Any, s: Settings, job: Job, claim: _Claim, sent: _Sent) -> Resu
     return Result("retry", countdown=delay, reason=sent.reason)
 
 
-def _fail(uow: Any, delivery_id: str, reason: str) -> None:
+def _fail(uow: Any, kind: outbox.Kind, row_id: str, reason: str) -> None:
+    model = kind.model
     uow.session.execute(
-        update(Delivery)
-        .where(Delivery.id == delivery_id, Delivery.failed_at.is_(None))
+        update(model)
+        .where(model.id == row_id, model.failed_at.is_(None))
         .values(failed_at=utcnow(), failure_reason=reason)
     )
 
@@ -451,7 +392,7 @@ def _notify(engine: Engine, job: Job) -> Result:
         woken = _wake_if_free(engine, claim.key)
         return Result("parked", reason="URL at its in-flight cap", wake=tuple(woken))
     try:
-        sent = _send(engine, claim, job.delivery_id)
+        sent = _send(engine, claim, job.row_id)
     finally:
         _release(engine, claim.key, claim.lease)
     result = _record(engine, job, claim, sent)
@@ -469,7 +410,7 @@ def _observe(job: Job, claim: _Claim, sent: _Sent, result: Result) -> None:
         claim.number,
         result.outcome,
         extra={
-            "delivery_id": job.delivery_id,
+            **job.log_ids,
             "message_id": claim.message_id,
             "thread_id": claim.thread_id,
             "reason": sent.reason,

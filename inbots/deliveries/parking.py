@@ -1,4 +1,5 @@
-"""Deliveries waiting for an in-flight slot of their URL.
+"""Deliveries and events waiting for an in-flight slot of their URL (one line per URL, both kinds
+of outbox row in it, oldest first; :mod:`.outbox`).
 
 A notify job refused by its URL's cap (:mod:`inbots.dispatch.limiter`) does not come back a
 moment later to ask again: it **parks** its delivery — the URL's key, since when, and the job's
@@ -27,99 +28,104 @@ from typing import Any
 from sqlalchemy import bindparam, exists, func, select, update
 from sqlalchemy.orm import Session
 
-from inbots.deliveries.models import Delivery, DeliveryAttempt
+from inbots.deliveries.attempts import THIS_PUBLISH
+from inbots.deliveries.outbox import KINDS, Kind, Row
 from inbots.dispatch.jobs import Job
 
-# The oldest parked deliveries of one URL, claimed: two wakers never take the same row.
-_OLDEST = (
-    select(
-        Delivery.id,
-        Delivery.publish_count,
-        Delivery.job_trigger,
-        Delivery.notified_at,
-        Delivery.failed_at,
-        Delivery.acknowledged_at,
-        Delivery.thread_closed_at,
-    )
-    .where(Delivery.parked_key == bindparam("key"))
-    .order_by(Delivery.parked_at)
-    .limit(bindparam("n"))
-    .with_for_update(skip_locked=True)
-)
-_TRIED = select(
-    exists().where(
-        DeliveryAttempt.delivery_id == bindparam("delivery_id"),
-        DeliveryAttempt.publish == bindparam("publish"),
-    )
-)
+# The oldest parked deliveries of one URL, claimed: two wakers never take the same row (each kind
+# has its own: ``Kind.oldest_parked``).
+_OLDEST = KINDS[0].oldest_parked
 
 
-def park(delivery: Delivery, key: str, now: datetime) -> None:
-    """Put a loaded, locked delivery in ``key``'s line; parked again, it keeps its place."""
-    delivery.parked_key = key
-    if delivery.parked_at is None:
-        delivery.parked_at = now
-    delivery.claimed_until = None
-    delivery.next_attempt_at = None
+def park(row: Row, key: str, now: datetime) -> None:
+    """Put a loaded, locked row in ``key``'s line; parked again, it keeps its place."""
+    row.parked_key = key
+    if row.parked_at is None:
+        row.parked_at = now
+    row.claimed_until = None
+    row.next_attempt_at = None
 
 
-def unpark(delivery: Delivery) -> None:
+def unpark(row: Row) -> None:
     """Out of the line for good: an attempt starts, or the job is no longer wanted."""
-    delivery.parked_key = None
-    delivery.parked_at = None
+    row.parked_key = None
+    row.parked_at = None
 
 
-def _owed(row: Any) -> bool:
-    return (
-        row.notified_at is None
-        and row.failed_at is None
-        and row.acknowledged_at is None
-        and row.thread_closed_at is None
-    )
+_TRIED = {
+    kind.name: select(exists().where(kind.owner == bindparam("row_id"), THIS_PUBLISH))
+    for kind in KINDS
+}
+
+
+def _tried(session: Session, kind: Kind, row_id: str, publish: int) -> bool:
+    """Whether this publish of the row has had an attempt (its job goes on the retry lane)."""
+    return bool(session.scalar(_TRIED[kind.name], {"row_id": row_id, "publish": publish}))
+
+
+def _oldest(session: Session, key: str, count: int) -> list[tuple[Kind, Any]]:
+    """The ``count`` oldest rows parked on ``key``, of either kind, oldest first."""
+    found = [
+        (kind, row)
+        for kind in KINDS
+        for row in session.execute(kind.oldest_parked, {"key": key, "n": count}).all()
+    ]
+    found.sort(key=lambda pair: pair[1].parked_at)
+    return found[:count]
 
 
 def wake(session: Session, key: str, count: int, now: datetime) -> list[Job]:
-    """Take up to ``count`` of the oldest deliveries parked on ``key`` out of the line and return
-    their jobs, to publish after the commit (on the retry lane when their publish has had an
-    attempt). A woken delivery counts as published now (``last_published_at``), so the sweep
-    gives its job the whole publish-lost window to arrive. Parked deliveries no longer owed a
-    notification (notified, failed, acknowledged, thread closed) leave the line on the way."""
+    """Take up to ``count`` of the oldest rows parked on ``key`` (deliveries and events: one line
+    per URL) out of the line and return their jobs, to publish after the commit (on the retry
+    lane when their publish has had an attempt). A woken row counts as published now
+    (``last_published_at``), so the sweep gives its job the whole publish-lost window to arrive.
+    Parked rows no longer owed a notification (notified, failed, acknowledged, thread closed)
+    leave the line on the way."""
     jobs: list[Job] = []
     while len(jobs) < count:
-        rows = session.execute(_OLDEST, {"key": key, "n": count - len(jobs)}).all()
+        rows = _oldest(session, key, count - len(jobs))
         if not rows:
             break
-        owed = [row for row in rows if _owed(row)]
-        gone = [row.id for row in rows if not _owed(row)]
-        if gone:
-            session.execute(
-                update(Delivery)
-                .where(Delivery.id.in_(gone))
-                .values(parked_key=None, parked_at=None)
-                .execution_options(synchronize_session=False)
-            )
-        if owed:
-            session.execute(
-                update(Delivery)
-                .where(Delivery.id.in_([row.id for row in owed]))
-                .values(parked_key=None, last_published_at=now)
-                .execution_options(synchronize_session=False)
-            )
-        for row in owed:
-            tried = session.scalar(_TRIED, {"delivery_id": row.id, "publish": row.publish_count})
-            jobs.append(Job(row.id, row.publish_count, row.job_trigger or "publish", bool(tried)))
+        for kind in KINDS:
+            mine = [row for k, row in rows if k is kind]
+            gone = [row.id for row in mine if not kind.owed(row)]
+            owed = [row.id for row in mine if kind.owed(row)]
+            if gone:
+                session.execute(
+                    update(kind.model)
+                    .where(kind.model.id.in_(gone))
+                    .values(parked_key=None, parked_at=None)
+                    .execution_options(synchronize_session=False)
+                )
+            if owed:
+                session.execute(
+                    update(kind.model)
+                    .where(kind.model.id.in_(owed))
+                    .values(parked_key=None, last_published_at=now)
+                    .execution_options(synchronize_session=False)
+                )
+        for kind, row in rows:
+            if kind.owed(row):
+                tried = _tried(session, kind, row.id, row.publish_count)
+                jobs.append(Job(row.id, row.publish_count, row.job_trigger or "publish", tried))
     return jobs
 
 
 def parked_keys(session: Session, limit: int) -> list[str]:
-    """The URLs (keys) that have deliveries parked, the longest-waiting line first (read through
-    ``ix_deliveries_parked``)."""
-    oldest = func.min(Delivery.parked_at)
-    keys = session.scalars(
-        select(Delivery.parked_key)
-        .where(Delivery.parked_key.is_not(None))
-        .group_by(Delivery.parked_key)
-        .order_by(oldest)
-        .limit(limit)
-    ).all()
-    return [key for key in keys if key is not None]
+    """The URLs (keys) that have rows parked, the longest-waiting line first (read through
+    ``ix_deliveries_parked`` and ``ix_events_parked``)."""
+    oldest: dict[str, datetime] = {}
+    for kind in KINDS:
+        model = kind.model
+        first = func.min(model.parked_at)
+        rows = session.execute(
+            select(model.parked_key, first)
+            .where(model.parked_key.is_not(None))
+            .group_by(model.parked_key)
+            .order_by(first)
+            .limit(limit)
+        ).all()
+        for key, at in rows:
+            if key is not None and (key not in oldest or at < oldest[key]):
+                oldest[key] = at
+    return sorted(oldest, key=lambda k: oldest[k])[:limit]

@@ -4,14 +4,15 @@ in production, a timer in the embedded default).
 Each run, in bounded batches that claim their rows (``FOR UPDATE SKIP LOCKED`` on PostgreSQL;
 SQLite serialises writers), so two runs at once never act on the same row:
 
-- a webhook delivery whose publish was lost — not notified, not failed, not acknowledged, not
-  parked, no attempt running or retry scheduled, last published longer ago than the publish-lost
-  window — is published again, at most until ``publish_attempts`` publishes; then it is stamped
-  failed. If it still carries a claim that ran out, the worker making that attempt died: the
-  attempt is logged as ``worker_lost`` first;
-- deliveries parked for an in-flight slot (:mod:`.parking`) are woken, as many per URL as that
-  URL has free slots: the safety net behind the wake-up that every released slot makes. Parking
-  is not a lost publish and costs no publish attempt, however long the line;
+- a webhook delivery or event (:mod:`.outbox`: both kinds of outbox row, the same rule) whose
+  publish was lost — not notified, not failed, not acknowledged, not parked, no attempt running
+  or retry scheduled, last published longer ago than the publish-lost window, its recipient still
+  receiving its type — is published again, at most until ``publish_attempts`` publishes; then it
+  is stamped failed. If it still carries a claim that ran out, the worker making that attempt
+  died: the attempt is logged as ``worker_lost`` first;
+- deliveries and events parked for an in-flight slot (:mod:`.parking`) are woken, as many per
+  URL as that URL has free slots: the safety net behind the wake-up that every released slot
+  makes. Parking is not a lost publish and costs no publish attempt, however long the line;
 - a delivery that is not acknowledged and not failed and has not moved for the stall threshold,
   with no stall stamp since it last moved, is stamped ``stalled_at``.
 
@@ -26,6 +27,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Select, or_, select, update
 
@@ -35,12 +37,14 @@ from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
 from inbots.deliveries.attempts import record_lost_attempt
 from inbots.deliveries.models import Delivery
+from inbots.deliveries.outbox import DELIVERY, KINDS, Kind
 from inbots.deliveries.parking import parked_keys, wake
 from inbots.dispatch.jobs import Job
 from inbots.dispatch.limiter import Limiter
 from inbots.heartbeats import service as heartbeats
 from inbots.kit.clock import utcnow
 from inbots.observability import metrics
+from inbots.webhooks import subscriptions
 
 log = logging.getLogger(__name__)
 
@@ -56,42 +60,49 @@ class SweepReport:
     worker_lost: int = 0
 
 
-def lost_publishes(now: datetime, settings: Settings) -> list[object]:
-    """The WHERE clause of a lost publish (matches ``ix_deliveries_republish``)."""
-    return [
-        Delivery.publish_count > 0,
-        Delivery.notified_at.is_(None),
-        Delivery.failed_at.is_(None),
-        Delivery.acknowledged_at.is_(None),
-        Delivery.thread_closed_at.is_(None),
-        Delivery.parked_key.is_(None),
-        Delivery.last_published_at < now - timedelta(seconds=settings.publish_lost_seconds),
-        or_(Delivery.next_attempt_at.is_(None), Delivery.next_attempt_at < now),
-        or_(Delivery.claimed_until.is_(None), Delivery.claimed_until < now),
+def lost_publishes(now: datetime, settings: Settings, kind: Kind = DELIVERY) -> list[Any]:
+    """The WHERE clause of a lost publish (matches ``ix_deliveries_republish`` and
+    ``ix_events_republish``)."""
+    model = kind.model
+    where = [
+        model.publish_count > 0,
+        model.notified_at.is_(None),
+        model.failed_at.is_(None),
+        model.thread_closed_at.is_(None),
+        model.parked_key.is_(None),
+        model.last_published_at < now - timedelta(seconds=settings.publish_lost_seconds),
+        or_(model.next_attempt_at.is_(None), model.next_attempt_at < now),
+        or_(model.claimed_until.is_(None), model.claimed_until < now),
     ]
+    if kind is DELIVERY:
+        where.insert(3, Delivery.acknowledged_at.is_(None))
+    return where
 
 
 def republish_batch(
-    now: datetime, settings: Settings
+    now: datetime, settings: Settings, kind: Kind = DELIVERY
 ) -> Select[str, int, datetime | None, str | None, str | None]:
-    """One batch of lost publishes, oldest first, claimed (read through
-    ``ix_deliveries_republish``)."""
+    """One batch of lost publishes of one kind of row, oldest first, claimed (read through its
+    republish index). A row whose recipient no longer has a webhook, or no longer receives its
+    type, is not republished: nothing is owed to it any more."""
+    model = kind.model
     return (
         select(
-            Delivery.id,
-            Delivery.publish_count,
-            Delivery.claimed_until,
-            Delivery.job_trigger,
+            model.id,
+            model.publish_count,
+            model.claimed_until,
+            model.job_trigger,
             Agent.webhook_url,
         )
-        .join(Agent, Agent.id == Delivery.recipient_id)
+        .join(Agent, Agent.id == model.recipient_id)
         .where(
-            *lost_publishes(now, settings),  # type: ignore[arg-type]
+            *lost_publishes(now, settings, kind),
             Agent.webhook_url.is_not(None),
+            subscriptions.wants(Agent.webhook_events, kind.event_type),
         )
-        .order_by(Delivery.last_published_at)
+        .order_by(model.last_published_at)
         .limit(settings.renotify_batch_size)
-        .with_for_update(of=Delivery, skip_locked=True)
+        .with_for_update(of=model, skip_locked=True)
     )
 
 
@@ -116,44 +127,49 @@ def stall_batch(now: datetime, settings: Settings) -> Select[str]:
 
 def _republish(db: Database, settings: Settings, now: datetime) -> tuple[list[Job], int, int]:
     jobs: list[Job] = []
-    with unit_of_work(db) as uow:
-        rows = uow.session.execute(republish_batch(now, settings)).all()
-        lost = [row for row in rows if row.claimed_until is not None]  # ran out: see the query
-        for row in lost:
-            record_lost_attempt(uow.session, settings, row, row.webhook_url or "")
-        give_up = [row.id for row in rows if row.publish_count >= settings.publish_attempts]
-        again = [
-            (row.id, row.publish_count + 1)
-            for row in rows
-            if row.publish_count < settings.publish_attempts
-        ]
-        if give_up:
-            uow.session.execute(
-                update(Delivery)
-                .where(Delivery.id.in_(give_up), Delivery.failed_at.is_(None))
-                .values(
-                    failed_at=now,
-                    failure_reason=EXHAUSTED,
-                    next_attempt_at=None,
-                    claimed_until=None,
+    exhausted = lost_claims = 0
+    for kind in KINDS:
+        with unit_of_work(db) as uow:
+            rows = uow.session.execute(republish_batch(now, settings, kind)).all()
+            lost = [row for row in rows if row.claimed_until is not None]  # ran out: see query
+            for row in lost:
+                record_lost_attempt(uow.session, settings, row, row.webhook_url or "")
+            give_up = [row.id for row in rows if row.publish_count >= settings.publish_attempts]
+            again = [
+                (row.id, row.publish_count + 1)
+                for row in rows
+                if row.publish_count < settings.publish_attempts
+            ]
+            model = kind.model
+            if give_up:
+                uow.session.execute(
+                    update(model)
+                    .where(model.id.in_(give_up), model.failed_at.is_(None))
+                    .values(
+                        failed_at=now,
+                        failure_reason=EXHAUSTED,
+                        next_attempt_at=None,
+                        claimed_until=None,
+                    )
+                    .execution_options(synchronize_session=False)
                 )
-                .execution_options(synchronize_session=False)
-            )
-        for delivery_id, publish in again:
-            uow.session.execute(
-                update(Delivery)
-                .where(Delivery.id == delivery_id)
-                .values(
-                    publish_count=publish,
-                    last_published_at=now,
-                    next_attempt_at=None,
-                    claimed_until=None,
-                    parked_at=None,
+            for row_id, publish in again:
+                uow.session.execute(
+                    update(model)
+                    .where(model.id == row_id)
+                    .values(
+                        publish_count=publish,
+                        last_published_at=now,
+                        next_attempt_at=None,
+                        claimed_until=None,
+                        parked_at=None,
+                    )
+                    .execution_options(synchronize_session=False)
                 )
-                .execution_options(synchronize_session=False)
-            )
-            jobs.append(Job(delivery_id, publish, "renotify"))
-    return jobs, len(give_up), len(lost)
+                jobs.append(Job(row_id, publish, "renotify"))
+        exhausted += len(give_up)
+        lost_claims += len(lost)
+    return jobs, exhausted, lost_claims
 
 
 def _wake_parked(db: Database, settings: Settings, limiter: Limiter, now: datetime) -> list[Job]:

@@ -76,6 +76,37 @@ class Inbox(BaseModel):
     next_cursor: str | None = None
 
 
+class Receipt(Model):
+    """What became of a message for one recipient, as its sender sees it (the outbox, the
+    sender's read of its own message, its thread history)."""
+
+    delivery_id: str
+    recipient: str
+    state: str
+    delivered_at: Timestamp | None
+    fetched_at: Timestamp | None
+    working_at: Timestamp | None = None
+    acknowledged_at: Timestamp | None
+    outcome: str | None
+    note: str | None
+
+
+class ReceiptEvent(Receipt):
+    """A receipt a long-poll wakes its sender for (``events=receipts``): a recipient acknowledged
+    one of its messages (``outcome`` done or declined, with the ``note``)."""
+
+    event_id: str
+    message_id: str
+    thread_id: str
+
+
+class Waited(Inbox):
+    """The long-poll's answer: new mail (``items``, as in the inbox) and, when asked for, the
+    receipts of the caller's own messages that it has not been shown yet (``receipts``)."""
+
+    receipts: list[ReceiptEvent] = Field(default_factory=list)
+
+
 class AckRequest(Request):
     """Acknowledgements: done with these messages (acted on them, or declined)."""
 
@@ -91,7 +122,8 @@ class AckRequest(Request):
     note: str | None = Field(
         default=None,
         description="A short note for the sender, e.g. why you declined (up to {note_max} "
-        "characters).",
+        "characters). The sender sees it with your outcome in its outbox and in the receipt "
+        "event it is sent.",
         json_schema_extra=bounds(maxLength="note_max"),
     )
 

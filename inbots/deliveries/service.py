@@ -12,8 +12,8 @@ from inbots.agents import service as agents
 from inbots.agents.models import Agent
 from inbots.auth.service import Caller
 from inbots.db.uow import UnitOfWork, mostly_reads, reads
-from inbots.deliveries.attempts import record_lost_attempt
 from inbots.deliveries.models import Delivery, DeliveryAttempt
+from inbots.deliveries.outbox import publish_again
 from inbots.deliveries.schemas import (
     INBOX_STATUSES,
     OUTCOMES,
@@ -28,14 +28,15 @@ from inbots.deliveries.schemas import (
 )
 from inbots.deliveries.stamps import stamp
 from inbots.deliveries.state import STATES, state_filter, state_of
-from inbots.dispatch.jobs import Job
-from inbots.errors import Conflict, Invalid, not_found
+from inbots.errors import Invalid, not_found
+from inbots.events import service as events
 from inbots.kit.clock import parse_rfc3339, utcnow
 from inbots.kit.ids import kind_of
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
 from inbots.kit.text import shown_summary
 from inbots.messages.models import PRIORITIES, Message, priority_rank
 from inbots.threads.models import CLOSED, Thread
+from inbots.webhooks import subscriptions
 
 
 def to_read(delivery: Delivery, recipient: str) -> DeliveryRead:
@@ -341,8 +342,18 @@ def acknowledge(uow: UnitOfWork, caller: Caller, request: AckRequest) -> AckResu
     by_delivery = [i for i in wanted if kind_of(i) == "delivery"]
     by_message = [i for i in wanted if kind_of(i) == "message"]
     rows = uow.session.execute(
-        select(Delivery.id, Delivery.message_id)
+        select(
+            Delivery.id,
+            Delivery.message_id,
+            Delivery.thread_id,
+            Message.sender_id,
+            Agent.status,
+            Agent.webhook_url,
+            Agent.webhook_events,
+        )
         .join(Thread, Thread.id == Delivery.thread_id)
+        .join(Message, Message.id == Delivery.message_id)
+        .join(Agent, Agent.id == Message.sender_id)
         .where(
             Delivery.recipient_id == caller.agent_id,
             Thread.status != CLOSED,
@@ -350,20 +361,42 @@ def acknowledge(uow: UnitOfWork, caller: Caller, request: AckRequest) -> AckResu
         )
     ).all()
     resolved: dict[str, str] = {}
-    for delivery_id, message_id in rows:
-        resolved[delivery_id] = delivery_id
-        resolved[message_id] = delivery_id
+    for row in rows:
+        resolved[row.id] = row.id
+        resolved[row.message_id] = row.id
     targets = {resolved[i] for i in wanted if i in resolved}
     done: set[str] = set()
     if targets:
+        now = utcnow()
         done = set(
             uow.session.scalars(
                 update(Delivery)
                 .where(Delivery.id.in_(targets), Delivery.acknowledged_at.is_(None))
-                .values(acknowledged_at=utcnow(), outcome=outcome, note=note)
+                .values(acknowledged_at=now, outcome=outcome, note=note)
                 .returning(Delivery.id)
                 .execution_options(synchronize_session=False)
             ).all()
+        )
+        # Each sender is told: its long-poll (receipts) and, if its webhook receives them, a
+        # message.acknowledged notification.
+        events.record_acknowledged(
+            uow,
+            [
+                events.Acknowledged(
+                    delivery_id=row.id,
+                    message_id=row.message_id,
+                    thread_id=row.thread_id,
+                    workspace_id=caller.workspace_id,
+                    recipient_id=caller.agent_id,
+                    sender_id=row.sender_id,
+                    push=events.pushes(row, subscriptions.MESSAGE_ACKNOWLEDGED),
+                )
+                for row in rows
+                if row.id in done
+            ],
+            outcome,
+            note,
+            now,
         )
     acknowledged, already, missing = [], [], []
     for ident in wanted:
@@ -455,22 +488,5 @@ def redeliver(uow: UnitOfWork, caller: Caller, delivery_id: str) -> DeliveryRead
     if delivery is None:
         raise not_found("delivery", delivery_id)
     recipient = uow.session.get_one(Agent, delivery.recipient_id)
-    if not recipient.webhook_url:
-        raise Conflict(
-            f"Agent {recipient.username!r} has no webhook to notify; it sees this delivery when "
-            "it checks its inbox."
-        )
-    now = utcnow()
-    if delivery.claimed_until is not None and delivery.claimed_until <= now:
-        # The previous publish's attempt ran out unrecorded (its worker died): log it as such
-        # before that publish is left behind.
-        record_lost_attempt(uow.session, uow.settings, delivery, recipient.webhook_url)
-        delivery.claimed_until = None
-    delivery.publish_count += 1
-    delivery.last_published_at = now
-    delivery.next_attempt_at = None
-    delivery.parked_key = None  # the new publish's job parks again if the URL is still full
-    delivery.parked_at = None
-    uow.session.flush()
-    uow.enqueue(Job(delivery.id, delivery.publish_count, "redeliver"))
+    publish_again(uow, delivery, recipient, subscriptions.MESSAGE_CREATED)
     return to_read(delivery, recipient.username)

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from inbots.kit.ids import kind_of
+
 NOTIFY_TASK = "delivery.notify"
 RENOTIFY_TASK = "delivery.renotify"
 NOTIFY_QUEUE = "notify"
@@ -17,18 +19,29 @@ QUEUES = (NOTIFY_QUEUE, RETRY_QUEUE, SWEEP_QUEUE)
 
 @dataclass(frozen=True)
 class Job:
-    """One publish of one delivery: which delivery, which publish of it, and why. ``retry`` routes
-    it to the retry lane (the publish has had an attempt already); it is not part of the message.
-    """
+    """One publish of one outbox row: which row (a delivery, ``dlv_…``, for ``message.created``;
+    an event, ``evt_…``, for the other notification types), which publish of it, and why.
+    ``retry`` routes it to the retry lane (the publish has had an attempt already); it is not
+    part of the message."""
 
-    delivery_id: str
+    row_id: str
     publish: int
     trigger: str = "publish"
     retry: bool = False
 
     def as_args(self) -> list[Any]:
         """The task's arguments on the broker (JSON)."""
-        return [self.delivery_id, self.publish, self.trigger]
+        return [self.row_id, self.publish, self.trigger]
+
+    @property
+    def kind(self) -> str:
+        """``delivery`` or ``event``: which table the row is in, as its id says."""
+        return "event" if kind_of(self.row_id) == "event" else "delivery"
+
+    @property
+    def log_ids(self) -> dict[str, str]:
+        """The row's id as a log field (``delivery_id`` or ``event_id``)."""
+        return {f"{self.kind}_id": self.row_id}
 
     @property
     def queue(self) -> str:

@@ -84,7 +84,7 @@ class LocalDispatcher:
         except Exception:
             log.exception(
                 "notify failed; the renotify sweep will try again",
-                extra={"delivery_id": job.delivery_id},
+                extra=job.log_ids,
             )
             return
         follow_up(self, job, result)

@@ -113,5 +113,5 @@ class CeleryPublisher:
             self._resume_at = time.monotonic() + self.PAUSE_AFTER_FAILURE
             log.warning(
                 "publish failed; renotify will retry",
-                extra={"delivery_id": job.delivery_id, "error": type(exc).__name__},
+                extra={**job.log_ids, "error": type(exc).__name__},
             )

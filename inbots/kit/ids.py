@@ -48,6 +48,7 @@ PREFIXES = {
     "thread": "th",
     "message": "msg",
     "delivery": "dlv",
+    "event": "evt",
     "attempt": "att",
 }
 

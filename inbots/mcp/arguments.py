@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field
 
 from inbots.deliveries.schemas import INBOX_STATUSES, AckRequest
+from inbots.deliveries.state import STATES
 from inbots.errors import Invalid
 from inbots.kit.schema import Request, choice
 from inbots.limits import bounds
@@ -185,4 +186,25 @@ class WaitForMailArguments(Arguments):
         description="How long to wait at most, in seconds ({wait_default_seconds} by default, "
         "at most {wait_max_seconds}; more is capped).",
         json_schema_extra=bounds(minimum=1, maximum="wait_max_seconds"),
+    )
+    include_receipts: bool = Field(
+        default=False,
+        description="Also wake when a recipient acknowledges a message you sent (done or "
+        "declined, with its note): the answer's receipts list them.",
+    )
+
+
+class CheckSentArguments(Arguments):
+    state: str | None = Field(
+        default=None,
+        description="Only messages with at least one receipt in this state: "
+        + ", ".join(STATES)
+        + ".",
+        json_schema_extra=choice(*STATES),
+    )
+    thread_id: str | None = Field(
+        default=None, description="Only messages of this thread (th_…, from list_threads)."
+    )
+    cursor: str | None = Field(
+        default=None, description="The next_cursor of the previous page, to read on."
     )

@@ -73,7 +73,10 @@ class Backend(Protocol):
         self, thread_id: str, since: str | None, limit: int | None, cursor: str | None
     ) -> Json: ...
     async def acknowledge(self, request: AckRequest) -> Json: ...
-    async def wait_for_mail(self, timeout_seconds: float | None) -> Json: ...
+    async def wait_for_mail(self, timeout_seconds: float | None, receipts: bool) -> Json: ...
+    async def check_sent(
+        self, state: str | None, thread_id: str | None, cursor: str | None
+    ) -> Json: ...
     async def request_close(self, thread_id: str) -> Json: ...
 
 
@@ -187,12 +190,18 @@ class LocalBackend:
     async def acknowledge(self, request: AckRequest) -> Json:
         return _json(await self._run(deliveries.acknowledge, request))
 
-    async def wait_for_mail(self, timeout_seconds: float | None) -> Json:
+    async def wait_for_mail(self, timeout_seconds: float | None, receipts: bool) -> Json:
         """As ``GET /v1/inbox/wait``: sleeps on the wake-up hub's event between checks, so the
         wait holds neither a database connection nor a thread."""
         seconds = wait.wait_seconds(timeout_seconds, self.settings)
-        found = await wait.wait_for_mail(self._run, self.dispatch.wakeups, self.caller, seconds)
+        hub = self.dispatch.wakeups
+        found = await wait.wait_for_mail(self._run, hub, self.caller, seconds, receipts=receipts)
         return _json(found)
+
+    async def check_sent(
+        self, state: str | None, thread_id: str | None, cursor: str | None
+    ) -> Json:
+        return _json(await self._run(messages.outbox, state, thread_id, None, cursor))
 
     async def request_close(self, thread_id: str) -> Json:
         return _json(await self._run(threads.request_close, thread_id))
@@ -370,9 +379,21 @@ class HttpBackend:
     async def acknowledge(self, request: AckRequest) -> Json:
         return await self._call("POST", "/acks", body=request.model_dump(exclude_none=True))
 
-    async def wait_for_mail(self, timeout_seconds: float | None) -> Json:
+    async def wait_for_mail(self, timeout_seconds: float | None, receipts: bool) -> Json:
         params = {"timeout": str(timeout_seconds)} if timeout_seconds is not None else {}
+        if receipts:
+            params["events"] = "receipts"
         return await self._call("GET", "/inbox/wait", params=params)
+
+    async def check_sent(
+        self, state: str | None, thread_id: str | None, cursor: str | None
+    ) -> Json:
+        params = {
+            name: value
+            for name, value in (("state", state), ("thread", thread_id), ("cursor", cursor))
+            if value is not None
+        }
+        return await self._call("GET", "/outbox", params=params)
 
     async def request_close(self, thread_id: str) -> Json:
         return await self._call("POST", f"/threads/{_segment(thread_id, 'thread')}/close-request")

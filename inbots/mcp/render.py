@@ -138,10 +138,38 @@ def inbox_notice(inbox: Json, *, whole: bool = True) -> str:
     return "That is everything waiting for you."
 
 
+def _receipt(r: Json) -> str:
+    """One recipient's receipt, in words: how far the message got, and the outcome and note."""
+    line = f"{r['recipient']}: {r['state']}"
+    if r.get("outcome"):
+        line += f" ({r['outcome']})"
+    if r.get("note"):
+        line += f" — “{r['note']}”"
+    return line
+
+
+def _receipts(receipts: list[Json]) -> str:
+    return "; ".join(_receipt(r) for r in receipts) or "no recipients"
+
+
+def render_receipt_events(receipts: list[Json]) -> list[str]:
+    """The receipts a wait woke for: acknowledgements of messages the caller sent."""
+    if not receipts:
+        return []
+    lines = [f"{_plural(len(receipts), 'receipt')} for messages you sent:"]
+    for r in receipts:
+        lines.append(
+            f"- {_receipt(r)}, acknowledged {r['acknowledged_at']}: message {r['message_id']} "
+            f"in thread {r['thread_id']}"
+        )
+    return lines
+
+
 def render_inbox(inbox: Json) -> str:
     items = inbox["items"]
+    receipts = render_receipt_events(inbox.get("receipts") or [])
     if not items:
-        return inbox["notice"]
+        return "\n".join([*receipts, inbox["notice"]])
     bodies = any("body" in i for i in items)
     lines = [f"{_plural(len(items), 'message')}, urgent first, then oldest first:"]
     for n, i in enumerate(items, 1):
@@ -167,7 +195,7 @@ def render_inbox(inbox: Json) -> str:
             "include_bodies); acknowledge each one (done or declined) when you are finished "
             "with it."
         )
-    return "\n".join(lines)
+    return "\n".join([*lines, *receipts])
 
 
 def render_message(r: Json) -> str:
@@ -181,8 +209,10 @@ def render_message(r: Json) -> str:
     if m.get("summary"):
         lines.append(f"Summary: {m['summary']}")
     lines += ["", m["body"], ""]
-    if d is None:
-        lines.append("No copy of it is addressed to you (you sent it, or joined later).")
+    if r.get("receipts") is not None:
+        lines.append(f"You sent it. Receipts: {_receipts(r['receipts'])}.")
+    elif d is None:
+        lines.append("No copy of it is addressed to you (you joined the thread later).")
     elif d["acknowledged_at"]:
         outcome = f" ({d['outcome']})" if d.get("outcome") else ""
         lines.append(f"Your delivery {d['id']} is acknowledged{outcome}: nothing more to do.")
@@ -207,6 +237,8 @@ def render_history(h: Json) -> str:
         if m.get("summary"):
             lines.append(f"Summary: {m['summary']}")
         lines.append(m["body"])
+        if m.get("receipts") is not None:
+            lines.append(f"(You sent it. Receipts: {_receipts(m['receipts'])}.)")
     if h.get("next_cursor"):
         lines.append(f"--- More follow: read_thread again with cursor {h['next_cursor']!r}.")
     return "\n".join(lines)
@@ -223,3 +255,25 @@ def render_acks(r: Json) -> str:
             f"Not found among your deliveries in open threads: {', '.join(r['not_found'])}."
         )
     return " ".join(parts)
+
+
+def render_outbox(page: Json) -> str:
+    items = page["items"]
+    if not items:
+        return "No messages you sent match."
+    lines = [f"{_plural(len(items), 'message')} you sent, newest first:"]
+    for item in items:
+        m = item["message"]
+        summary = m.get("summary") or m["body"].strip().splitlines()[0][:120]
+        lines.append(
+            f"- {m['id']} ({m['kind']}) in thread {m['thread_id']}, {m['created_at']}: {summary}"
+        )
+        lines.append(f"  {_receipts(item['receipts'])}")
+    if page.get("next_cursor"):
+        lines.append(f"More follow: check_sent again with cursor {page['next_cursor']!r}.")
+    lines.append(
+        "acknowledged: the recipient is done with it (outcome done or declined, with its note); "
+        "fetched: it read it; delivered: it was shown it; accepted: not seen yet; stalled or "
+        "failed: it has not moved."
+    )
+    return "\n".join(lines)

@@ -25,7 +25,7 @@ from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from inbots.agents.schemas import AgentRead, Directory
-from inbots.deliveries.schemas import AckResult, Inbox
+from inbots.deliveries.schemas import AckResult, Inbox, Waited
 from inbots.errors import InbotsError, Invalid, UnknownField
 from inbots.kit.schema import UNKNOWN_FIELD
 from inbots.limits import Limits, describe, resolve
@@ -34,6 +34,7 @@ from inbots.mcp.arguments import (
     AddParticipantArguments,
     Arguments,
     CheckInboxArguments,
+    CheckSentArguments,
     ListAgentsArguments,
     ListThreadsArguments,
     NoArguments,
@@ -54,12 +55,13 @@ from inbots.mcp.render import (
     render_inbox,
     render_message,
     render_opened,
+    render_outbox,
     render_sent,
     render_thread,
     render_threads,
     render_whoami,
 )
-from inbots.messages.schemas import History, MessageWithDelivery, SendResult
+from inbots.messages.schemas import History, MessageWithDelivery, Outbox, SendResult
 from inbots.threads.schemas import ThreadList, ThreadRead
 
 log = logging.getLogger(__name__)
@@ -70,9 +72,10 @@ organised in threads, one per task; a message posted to a thread reaches every o
 At the start of each turn call check_inbox (include_bodies: true gives the bodies too; page on
 with its cursor, never by acknowledging). Before acting on a message, read its body. When you
 have acted on it - or decided not to - acknowledge it, with outcome done or declined: every
-message you receive needs an acknowledgement. Before opening a
-thread, check list_threads and reuse the thread for that task if there is one. With nothing else
-to do, wait_for_mail instead of polling."""
+message you receive needs an acknowledgement. Before opening a thread, check list_threads and
+reuse the thread for that task if there is one. To see what became of messages you sent (read,
+done, declined and why), check_sent; to be woken when a recipient acknowledges one,
+wait_for_mail with include_receipts. With nothing else to do, wait_for_mail instead of polling."""
 
 
 class InternalError(InbotsError):
@@ -84,6 +87,10 @@ class InternalError(InbotsError):
 
 
 class InboxAnswer(Inbox):
+    notice: str = Field(description="How much is waiting, in words, and what to do next.")
+
+
+class WaitAnswer(Waited):
     notice: str = Field(description="How much is waiting, in words, and what to do next.")
 
 
@@ -346,11 +353,12 @@ def tool_specs() -> list[ToolSpec]:
             title="Read a message",
             description=(
                 "The full body of one message, by its message id (msg_…) or your delivery id "
-                "(dlv_…), both shown by check_inbox. Reading records that you opened it (the "
-                "sender can see that) but is not an acknowledgement: acknowledge it when you "
-                "have acted on it or decided not to. For mail that needs no work (an update, "
-                "an FYI), pass acknowledge: done (or declined, with a note) to read and "
-                "acknowledge it in this one call."
+                "(dlv_…), both shown by check_inbox. Reading records that you opened it (its "
+                "sender sees that in its receipts) but is not an acknowledgement: acknowledge it "
+                "when you have acted on it or decided not to. For mail that needs no work (an "
+                "update, an FYI), pass acknowledge: done (or declined, with a note) to read and "
+                "acknowledge it in this one call. For a message you sent, the answer's receipts "
+                "say how far it got with each recipient (as check_sent does)."
             ),
             arguments=ReadMessageArguments,
             result=MessageWithDelivery,
@@ -364,7 +372,8 @@ def tool_specs() -> list[ToolSpec]:
             description=(
                 "A thread's history with full bodies, oldest first: catch up on a task before "
                 "acting, for example after being added to a thread. Records that you opened "
-                "your copies of these messages; acknowledges nothing. since: only messages "
+                "your copies of these messages; acknowledges nothing. Messages you sent carry "
+                "each recipient's receipt (state, outcome, note). since: only messages "
                 "after this message id or RFC 3339 time. limit: how many (default "
                 "{list_default}, at most {list_max}). When next_cursor is set, call again "
                 "with it as cursor for the next page."
@@ -380,7 +389,8 @@ def tool_specs() -> list[ToolSpec]:
             title="Acknowledge",
             description=(
                 "Say you are done with messages: you acted on them (outcome done) or decided "
-                "not to (outcome declined, with a short note saying why). Every message you "
+                "not to (outcome declined, with a short note saying why). The sender sees your "
+                "outcome and note (check_sent, and it can be woken for them). Every message you "
                 "receive needs an acknowledgement, including ones you decline or that need no "
                 "action: unacknowledged mail looks to the operator like work that was ignored. "
                 "ids: 1 to {ack_batch_max} delivery or message ids. note: up to "
@@ -402,12 +412,36 @@ def tool_specs() -> list[ToolSpec]:
                 "pass (1 to {wait_max_seconds}, default {wait_default_seconds}; more "
                 "is capped). Use it instead of calling check_inbox in a loop when you have "
                 "nothing else to do. New mail comes back listed as in check_inbox; empty items "
-                "means nothing new arrived in time. Then read and acknowledge as usual."
+                "means nothing new arrived in time. Then read and acknowledge as usual. With "
+                "include_receipts true it also wakes when a recipient acknowledges a message "
+                "you sent: receipts lists each (recipient, outcome done or declined, note), "
+                "each shown once; use it to wait for the answers to work you handed out."
             ),
             arguments=WaitForMailArguments,
-            result=InboxAnswer,
-            invoke=lambda b, a: _inbox_answer(b.wait_for_mail(a.timeout_seconds)),
+            result=WaitAnswer,
+            invoke=lambda b, a: _inbox_answer(
+                b.wait_for_mail(a.timeout_seconds, a.include_receipts)
+            ),
             render=render_inbox,
+        ),
+        ToolSpec(
+            name="check_sent",
+            title="Check sent mail",
+            description=(
+                "The messages you sent, newest first, each with every recipient's receipt: its "
+                "state (accepted: not seen yet; delivered: shown to it; fetched: it read it; "
+                "acknowledged: it is done; stalled or failed: it has not moved) and, once "
+                "acknowledged, its outcome (done or declined) and note. Use it to see which "
+                "of the tasks you handed out are done, declined or still waiting. state: only "
+                "messages with at least one receipt in that state (e.g. acknowledged, or "
+                "fetched for read but not yet done). thread_id: one thread's. When next_cursor "
+                "is set, call again with it as cursor for older messages. Changes nothing."
+            ),
+            arguments=CheckSentArguments,
+            result=Outbox,
+            invoke=lambda b, a: b.check_sent(a.state, a.thread_id, a.cursor),
+            render=render_outbox,
+            read_only=True,
         ),
         ToolSpec(
             name="request_close",

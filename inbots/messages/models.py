@@ -24,6 +24,7 @@ class Message(Base):
         # Scoped to the sender; NULL keys never collide, on SQLite as on PostgreSQL.
         UniqueConstraint("sender_id", "idempotency_key"),
         Index(None, "thread_id", "id"),
+        Index(None, "sender_id", "id"),  # the sender's outbox, newest first
     )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)

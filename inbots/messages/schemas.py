@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
-from inbots.deliveries.schemas import DeliveryRead
+from inbots.deliveries.schemas import DeliveryRead, Receipt
 from inbots.errors import Invalid
 from inbots.kit.schema import Model, Request, Timestamp, choice
 from inbots.limits import bounds
@@ -71,7 +71,20 @@ class DirectMessageCreate(MessageCreate, NewThread):
     )
 
 
-class MessageRead(Model):
+class ForTheSender(BaseModel):
+    """``receipts`` is for a message's sender only: left out of the JSON where it is None, so a
+    message (and a read of one) looks to everybody else exactly as it always did."""
+
+    # No return annotation on purpose: with one, the JSON schema would become a bare object.
+    @model_serializer(mode="wrap")
+    def _receipts_only_for_the_sender(self, handler: SerializerFunctionWrapHandler):
+        data = handler(self)
+        if isinstance(data, dict) and "receipts" in data and data["receipts"] is None:
+            del data["receipts"]
+        return data
+
+
+class MessageRead(Model, ForTheSender):
     id: str
     thread_id: str
     sender: str
@@ -81,6 +94,8 @@ class MessageRead(Model):
     body: str
     reply_to: str | None
     created_at: Timestamp
+    # In the thread history, to the message's sender only: each recipient's receipt.
+    receipts: list[Receipt] | None = None
 
 
 class DeliveryBrief(Model):
@@ -100,9 +115,27 @@ class History(BaseModel):
     next_cursor: str | None
 
 
-class MessageWithDelivery(BaseModel):
+class MessageWithDelivery(ForTheSender):
+    """One message: the caller's delivery of it (null for its sender, or one who joined later),
+    and for its sender every recipient's receipt (``receipts``; absent for anyone else)."""
+
     message: MessageRead
     delivery: DeliveryRead | None
+    receipts: list[Receipt] | None = None
+
+
+class OutboxItem(BaseModel):
+    """A message the caller sent, with every recipient's receipt."""
+
+    message: MessageRead
+    receipts: list[Receipt]
+
+
+class Outbox(BaseModel):
+    """``GET /v1/outbox``: one page, newest first; ``next_cursor`` continues (null at the end)."""
+
+    items: list[OutboxItem]
+    next_cursor: str | None
 
 
 def idempotency_key(key: object, maximum: int) -> str | None:

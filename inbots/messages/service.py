@@ -7,18 +7,20 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Protocol
 
-from sqlalchemy import insert, select
+from sqlalchemy import exists, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from inbots.agents import service as agents
 from inbots.agents.models import Agent
 from inbots.auth.service import Caller
 from inbots.db.uow import UnitOfWork, mostly_reads, reads
+from inbots.deliveries import receipts
 from inbots.deliveries import service as deliveries
 from inbots.deliveries.models import Delivery
 from inbots.deliveries.schemas import OUTCOMES, AckRequest
-from inbots.deliveries.state import state_of
+from inbots.deliveries.state import STATES, state_filter, state_of
 from inbots.dispatch.jobs import Job
 from inbots.errors import (
     IdempotencyKeyReused,
@@ -48,13 +50,17 @@ from inbots.messages.schemas import (
     MessageCreate,
     MessageRead,
     MessageWithDelivery,
+    Outbox,
+    OutboxItem,
     SendResult,
     idempotency_key,
 )
 from inbots.observability import metrics
 from inbots.threads import service as threads
-from inbots.threads.models import OPEN, Participant, Thread
+from inbots.threads.models import CLOSED, OPEN, Participant, Thread
 from inbots.threads.schemas import MessageWithReceipts, ThreadDetail
+from inbots.webhooks import subscriptions
+from inbots.webhooks.subscriptions import MESSAGE_CREATED
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +203,7 @@ def send_message(
             raise Invalid("reply_to must name a message in this thread.", field="reply_to")
 
     recipients = uow.session.execute(
-        select(Agent.id, Agent.username, Agent.webhook_url)
+        select(Agent.id, Agent.username, Agent.webhook_url, Agent.webhook_events)
         .join(Participant, Participant.agent_id == Agent.id)
         .where(
             Participant.thread_id == thread.id,
@@ -230,7 +236,7 @@ def send_message(
             if original is None:
                 raise
             return _replay(uow, original, fingerprint)
-    return _deliver(uow, caller, thread, message, [(r[0], r[1], r[2]) for r in recipients])
+    return _deliver(uow, caller, thread, message, recipients)
 
 
 def send_direct(
@@ -266,7 +272,7 @@ def send_direct(
     if key is not None and (original := _by_key(uow, caller.agent_id, key)) is not None:
         return _replay(uow, original, fingerprint)
     members = threads.recipients_of(uow, caller, to, "to")
-    recipients = [(a.id, a.username, a.webhook_url) for a in members]
+    recipients = members
     if key is None:
         thread = threads.create(uow, caller, title, None, ref, members)
         message = _message(uow, caller, thread, body, summary, kind, priority, None)
@@ -287,6 +293,19 @@ def send_direct(
             raise
         return _replay(uow, original, fingerprint)
     return _deliver(uow, caller, thread, message, recipients)
+
+
+class Recipient(Protocol):
+    """Who a message goes to: an agent row, or a row of the recipients query."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def username(self) -> str: ...
+    @property
+    def webhook_url(self) -> str | None: ...
+    @property
+    def webhook_events(self) -> str: ...
 
 
 def _message(
@@ -318,32 +337,37 @@ def _deliver(
     caller: Caller,
     thread: Thread,
     message: Message,
-    recipients: Sequence[tuple[str, str, str | None]],
+    recipients: Sequence[Recipient],
 ) -> SendResult:
     """One delivery per recipient, for a message just stored: one statement however many."""
     now = message.created_at
-    # A webhook recipient's delivery is published in the same breath: the publish is recorded
-    # here (so the renotify sweep sees it if the broker never gets it) and sent after commit.
+    # A webhook recipient's delivery is published in the same breath (if its webhook receives
+    # message.created): the publish is recorded here (so the renotify sweep sees it if the broker
+    # never gets it) and sent after commit.
+    pushed = [
+        bool(r.webhook_url) and subscriptions.subscribed(r.webhook_events, MESSAGE_CREATED)
+        for r in recipients
+    ]
     rows = [
         {
             "id": new_id("dlv"),
             "workspace_id": caller.workspace_id,
             "message_id": message.id,
             "thread_id": thread.id,
-            "recipient_id": recipient_id,
+            "recipient_id": r.id,
             "priority_rank": priority_rank(message.priority),
             "accepted_at": now,
             "moved_at": now,
-            "publish_count": 1 if webhook_url else 0,
-            "last_published_at": now if webhook_url else None,
+            "publish_count": 1 if push else 0,
+            "last_published_at": now if push else None,
         }
-        for recipient_id, _, webhook_url in recipients
+        for r, push in zip(recipients, pushed, strict=True)
     ]
     uow.session.execute(insert(Delivery), rows)
     thread.last_activity_at = now
     uow.session.flush()
 
-    recipient_ids = [r for r, _, _ in recipients]
+    recipient_ids = [r.id for r in recipients]
     jobs = [Job(str(row["id"]), 1, "publish") for row in rows if row["publish_count"]]
     uow.after_commit(_accepted(message.id, thread.id, len(rows), len(jobs)))
     uow.wake(recipient_ids)
@@ -351,8 +375,8 @@ def _deliver(
     return SendResult(
         message=to_read(message, caller.username),
         deliveries=[
-            DeliveryBrief(id=row["id"], recipient=name, state="accepted")
-            for row, (_, name, _) in zip(rows, recipients, strict=True)
+            DeliveryBrief(id=row["id"], recipient=r.username, state="accepted")
+            for row, r in zip(rows, recipients, strict=True)
         ],
         duplicate=False,
     )
@@ -426,7 +450,11 @@ def history(
         ).all()
         deliveries.opened(uow, own)
     next_cursor = encode_cursor(page[-1].id) if len(rows) > count else None
-    return History(items=_reads(uow, page), next_cursor=next_cursor)
+    items = _reads(uow, page)
+    sent = receipts.receipts_of(uow, [m.id for m in page if m.sender_id == caller.agent_id])
+    for item in items:
+        item.receipts = sent.get(item.id)
+    return History(items=items, next_cursor=next_cursor)
 
 
 @mostly_reads
@@ -468,9 +496,11 @@ def read_message(uow: UnitOfWork, caller: Caller, ident: str) -> MessageWithDeli
     if delivery is not None:
         deliveries.opened(uow, [delivery])
     sender = agents.usernames(uow, [message.sender_id]).get(message.sender_id, "")
+    sent = receipts.receipts_of(uow, [message.id]) if message.sender_id == caller.agent_id else {}
     return MessageWithDelivery(
         message=to_read(message, sender),
         delivery=deliveries.to_read(delivery, caller.username) if delivery else None,
+        receipts=sent.get(message.id),
     )
 
 
@@ -494,6 +524,49 @@ def read_and_acknowledge(
         uow.session.refresh(row)  # the acknowledgement is a bulk update
         read.delivery = deliveries.to_read(row, caller.username)
     return read
+
+
+@reads
+def outbox(
+    uow: UnitOfWork,
+    caller: Caller,
+    state: str | None = None,
+    thread: str | None = None,
+    limit: object = None,
+    cursor: str | None = None,
+) -> Outbox:
+    """Messages the caller sent, newest first, each with every recipient's receipt. ``state``
+    keeps the messages with at least one receipt in that state; ``thread`` those of one thread.
+    An agent sees its messages in threads that are not closed; the operator, all of its own."""
+    s = uow.settings
+    state = state or None
+    if state is not None and state not in STATES:
+        raise Invalid(
+            f"state must be one of {', '.join(STATES)} (a message matches when any of its "
+            "receipts is in that state).",
+            field="state",
+        )
+    count = clamp_limit(limit, s.list_default, s.list_max)
+    after = decode_cursor(cursor)
+    stmt = select(Message).where(
+        Message.sender_id == caller.agent_id, Message.workspace_id == caller.workspace_id
+    )
+    if not caller.is_operator:
+        stmt = stmt.join(Thread, Thread.id == Message.thread_id).where(Thread.status != CLOSED)
+    if thread:
+        stmt = stmt.where(Message.thread_id == thread)
+    if state is not None:
+        stmt = stmt.where(
+            exists().where(Delivery.message_id == Message.id, state_filter(Delivery, state))
+        )
+    if after:
+        stmt = stmt.where(Message.id < after)
+    rows = uow.session.scalars(stmt.order_by(Message.id.desc()).limit(count + 1)).all()
+    page = list(rows[:count])
+    found = receipts.receipts_of(uow, [m.id for m in page])
+    items = [OutboxItem(message=to_read(m, caller.username), receipts=found[m.id]) for m in page]
+    next_cursor = encode_cursor(page[-1].id) if len(rows) > count else None
+    return Outbox(items=items, next_cursor=next_cursor)
 
 
 def messages_with_receipts(uow: UnitOfWork, thread: Thread) -> list[MessageWithReceipts]:

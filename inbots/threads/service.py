@@ -16,11 +16,13 @@ from inbots.auth.service import Caller
 from inbots.db.uow import UnitOfWork, reads
 from inbots.deliveries.models import Delivery
 from inbots.errors import Conflict, Forbidden, Invalid, NoRecipients, ThreadNotOpen, not_found
+from inbots.events import service as events
 from inbots.kit.clock import rfc3339, utcnow
 from inbots.kit.ids import new_id
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
 from inbots.threads.models import CLOSE_REQUESTED, CLOSED, OPEN, STATUSES, Participant, Thread
 from inbots.threads.schemas import ThreadCreate, ThreadDetail, ThreadPage, ThreadRead
+from inbots.webhooks.subscriptions import THREAD_CLOSE_REQUESTED, THREAD_CLOSED
 
 
 def visible_thread(
@@ -382,9 +384,11 @@ def request_close(uow: UnitOfWork, caller: Caller, thread_id: str) -> ThreadRead
     if thread.opened_by_id != caller.agent_id:
         raise Forbidden("Only the agent that opened this thread can request its close.")
     if thread.status == OPEN:
+        now = utcnow()
         thread.status = CLOSE_REQUESTED
-        thread.close_requested_at = utcnow()
+        thread.close_requested_at = now
         uow.session.flush()
+        events.record_thread_event(uow, thread, THREAD_CLOSE_REQUESTED, caller.agent_id, now)
     return to_reads(uow, [thread])[0]
 
 
@@ -402,7 +406,9 @@ def close_thread(uow: UnitOfWork, caller: Caller, thread_id: str) -> ThreadRead:
             .values(thread_closed_at=now)
             .execution_options(synchronize_session=False)
         )
+        events.thread_closed(uow, thread.id, now)
         uow.session.flush()
+        events.record_thread_event(uow, thread, THREAD_CLOSED, caller.agent_id, now)
     return to_reads(uow, [thread])[0]
 
 

@@ -8,7 +8,7 @@ from inbots.agents.models import Agent
 from inbots.config import Settings
 from inbots.errors import WebhookUrlRejected
 from inbots.kit.clock import utcnow
-from inbots.webhooks import signing, url_policy
+from inbots.webhooks import signing, subscriptions, url_policy
 from inbots.webhooks.schemas import WebhookRead
 
 
@@ -29,6 +29,7 @@ def to_read(agent: Agent) -> WebhookRead:
         url=agent.webhook_url,
         signing_secret=agent.webhook_secret,
         previous_secret_expires_at=expires,
+        webhook_events=subscriptions.decode(agent.webhook_events),
     )
 
 

@@ -1,8 +1,10 @@
 """An agent's webhook: its URL and signing secret, set by the operator or by the agent itself.
 
 Registering a URL mints a secret if the agent has none; changing the URL keeps it; removing the
-webhook discards it for good. Rotating mints a new secret and keeps the previous one signing for
-the overlap (24 h), so both signatures go out and a handler can switch without a gap.
+webhook discards it for good (and resets the notification types to the default). Which types the
+webhook receives (``webhook_events``, :mod:`inbots.webhooks.subscriptions`) is chosen with the
+URL and kept when a later change omits it. Rotating mints a new secret and keeps the previous one
+signing for the overlap (24 h), so both signatures go out and a handler can switch without a gap.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from inbots.auth.service import Caller
 from inbots.db.uow import UnitOfWork, reads
 from inbots.errors import NotFound
 from inbots.kit.clock import utcnow
-from inbots.webhooks import signing
+from inbots.webhooks import signing, subscriptions
 from inbots.webhooks.endpoint import apply_url, check_url, to_read
-from inbots.webhooks.schemas import WebhookRead
+from inbots.webhooks.schemas import WebhookRead, WebhookSet
 
 
 def _target(uow: UnitOfWork, caller: Caller, agent_ref: str | None) -> Agent:
@@ -35,10 +37,18 @@ def _existing(agent: Agent) -> Agent:
     return agent
 
 
-def set_webhook(uow: UnitOfWork, caller: Caller, agent_ref: str | None, url: object) -> WebhookRead:
-    """Set or change the webhook URL (the secret is kept, or minted on first registration)."""
+def set_webhook(
+    uow: UnitOfWork, caller: Caller, agent_ref: str | None, request: WebhookSet
+) -> WebhookRead:
+    """Set or change the webhook URL (the secret is kept, or minted on first registration) and,
+    when given, the notification types it receives (kept when omitted)."""
     agent = _target(uow, caller, agent_ref)
-    apply_url(agent, check_url(url, uow.settings))
+    url = check_url(request.url, uow.settings)
+    chosen = request.webhook_events
+    types = subscriptions.check(chosen) if chosen is not None else None
+    apply_url(agent, url)
+    if types is not None:
+        agent.webhook_events = subscriptions.encode(types)
     uow.session.flush()
     return to_read(agent)
 
@@ -56,6 +66,7 @@ def remove_webhook(uow: UnitOfWork, caller: Caller, agent_ref: str | None) -> No
     agent.webhook_secret = None
     agent.webhook_previous_secret = None
     agent.webhook_previous_secret_expires_at = None
+    agent.webhook_events = subscriptions.DEFAULT_STORED  # a later webhook starts afresh
     uow.session.flush()
 
 

@@ -1,7 +1,8 @@
-"""``delivery.notify``: one webhook attempt. Retries are new messages with a countdown on the
-retry queue — the worker never sleeps — and "give up?" is decided from the attempt rows. A job
-refused by its URL's in-flight cap parks its delivery and ends; the job of a parked delivery is
-published again by whoever frees a slot (``Result.wake``)."""
+"""``delivery.notify``: one webhook attempt, of a delivery or of an event (the one engine:
+:mod:`inbots.deliveries.outbox`). Retries are new messages with a countdown on the retry queue —
+the worker never sleeps — and "give up?" is decided from the attempt rows. A job refused by its
+URL's in-flight cap parks its row and ends; the job of a parked row is published again by whoever
+frees a slot (``Result.wake``)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ from workers.tasks.runtime import engine, publisher
 
 
 @app.task(name=NOTIFY_TASK, bind=True, acks_late=True, reject_on_worker_lost=True)
-def notify_task(self: Any, delivery_id: str, publish: int, trigger: str = "publish") -> str:
-    """Attempt the notification of one delivery's publish; schedule what comes next."""
+def notify_task(self: Any, row_id: str, publish: int, trigger: str = "publish") -> str:
+    """Attempt the notification of one outbox row's publish (a delivery, ``dlv_…``, or an event,
+    ``evt_…``); schedule what comes next."""
     lane = (self.request.delivery_info or {}).get("routing_key")
-    job = Job(delivery_id, publish, trigger, retry=lane == RETRY_QUEUE)
+    job = Job(row_id, publish, trigger, retry=lane == RETRY_QUEUE)
     result = notify(engine(), job)
     follow_up(publisher(), job, result)
     return result.outcome

@@ -4,9 +4,9 @@ from fastapi import APIRouter
 
 from inbots.api.deps import AgentCtx, AuthFirstRoute, Ctx, OperatorCtx
 from inbots.deliveries import service, wait
-from inbots.deliveries.schemas import AckRequest, AckResult, DeliveryRead, Inbox
+from inbots.deliveries.schemas import AckRequest, AckResult, DeliveryRead, Inbox, Waited
 from inbots.messages import service as messages
-from inbots.messages.schemas import MessageWithDelivery
+from inbots.messages.schemas import MessageWithDelivery, Outbox
 
 router = APIRouter(tags=["inbox"], route_class=AuthFirstRoute)
 
@@ -43,13 +43,32 @@ def operator_inbox(ctx: OperatorCtx, limit: str | None = None) -> Inbox:
     return ctx.run(service.inbox, limit)
 
 
-@router.get("/inbox/wait", response_model=Inbox)
-async def wait_for_mail(ctx: AgentCtx, timeout: str | None = None) -> Inbox:
+@router.get("/inbox/wait", response_model=Waited)
+async def wait_for_mail(
+    ctx: AgentCtx, timeout: str | None = None, events: str | None = None
+) -> Waited:
     """Long-poll: answers as soon as there is unacknowledged mail not yet shown, or at the timeout
-    (then ``items`` is empty). Waiting holds neither a database connection nor a thread."""
+    (then ``items`` is empty). ``events=receipts`` also answers when a recipient acknowledged a
+    message you sent (``receipts``). Waiting holds neither a database connection nor a thread."""
     state = ctx.request.app.state
     seconds = wait.wait_seconds(timeout, state.settings)
-    return await wait.wait_for_mail(ctx.run_async, state.dispatch.wakeups, ctx.caller, seconds)
+    receipts = wait.wants_receipts(events)
+    hub = state.dispatch.wakeups
+    return await wait.wait_for_mail(ctx.run_async, hub, ctx.caller, seconds, receipts=receipts)
+
+
+@router.get("/outbox", response_model=Outbox)
+def outbox(
+    ctx: Ctx,
+    state: str | None = None,
+    thread: str | None = None,
+    limit: str | None = None,
+    cursor: str | None = None,
+) -> Outbox:
+    """Messages you sent, newest first, each with every recipient's receipt (state, stamps,
+    outcome, note). ``state`` keeps messages with a receipt in that state; ``thread`` one
+    thread's."""
+    return ctx.run(messages.outbox, state, thread, limit, cursor)
 
 
 @router.get("/messages/{message_or_delivery_id}", response_model=MessageWithDelivery)
@@ -57,7 +76,8 @@ def read_message(
     ctx: Ctx, message_or_delivery_id: str, ack: str | None = None, note: str | None = None
 ) -> MessageWithDelivery:
     """One message with its full body. Stamps the caller's delivery fetched; with
-    ``ack=done|declined`` (and an optional ``note``) also acknowledges it, in one call."""
+    ``ack=done|declined`` (and an optional ``note``) also acknowledges it, in one call. Its
+    sender also gets every recipient's receipt (``receipts``)."""
     if ack is None:
         return ctx.run(messages.read_message, message_or_delivery_id)
     return ctx.run(messages.read_and_acknowledge, message_or_delivery_id, ack, note)

@@ -11,8 +11,9 @@ router = APIRouter(tags=["webhooks"], route_class=AuthFirstRoute)
 
 @router.put("/agents/{id_or_username}/webhook", response_model=WebhookRead)
 def set_agent_webhook(ctx: OperatorCtx, id_or_username: str, body: WebhookSet) -> WebhookRead:
-    """Set or change an agent's webhook URL; the signing secret is minted on first registration."""
-    return ctx.run(service.set_webhook, id_or_username, body.url)
+    """Set or change an agent's webhook URL and the notification types it receives
+    (``webhook_events``); the signing secret is minted on first registration."""
+    return ctx.run(service.set_webhook, id_or_username, body)
 
 
 @router.get("/agents/{id_or_username}/webhook", response_model=WebhookRead)
@@ -36,8 +37,9 @@ def rotate_agent_webhook(ctx: OperatorCtx, id_or_username: str) -> WebhookRead:
 
 @router.put("/me/webhook", response_model=WebhookRead)
 def set_my_webhook(ctx: AgentCtx, body: WebhookSet) -> WebhookRead:
-    """Set or change your own webhook URL."""
-    return ctx.run(service.set_webhook, None, body.url)
+    """Set or change your own webhook URL and the notification types it receives
+    (``webhook_events``)."""
+    return ctx.run(service.set_webhook, None, body)
 
 
 @router.get("/me/webhook", response_model=WebhookRead)

@@ -6,7 +6,16 @@ from __future__ import annotations
 
 import typer
 
-from inbots.cli.commands import agents, deliveries, stats, threads, tokens, watch, webhook
+from inbots.cli.commands import (
+    agents,
+    deliveries,
+    events,
+    stats,
+    threads,
+    tokens,
+    watch,
+    webhook,
+)
 
 
 def add_operator_commands(app: typer.Typer) -> None:
@@ -15,6 +24,7 @@ def add_operator_commands(app: typer.Typer) -> None:
     app.add_typer(webhook.app, name="webhook")
     app.add_typer(threads.app, name="threads")
     app.add_typer(deliveries.app, name="deliveries")
+    app.add_typer(events.app, name="events")
     app.add_typer(tokens.app, name="tokens")
     app.command("post")(threads.post)
     app.command("stats")(stats.stats)

@@ -25,9 +25,21 @@ def webhook_set(
     op: Operator,
     agent: AgentArg,
     webhook_url: Annotated[str, typer.Argument(metavar="URL", help="The new webhook URL.")],
+    events: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated notification types it receives: message.created, "
+            "message.acknowledged, thread.close_requested, thread.closed ('' for none; "
+            "omitted: unchanged)."
+        ),
+    ] = None,
 ) -> None:
-    """Set or change an agent's webhook URL (a signing secret is minted the first time)."""
-    op.show(op.api.put(webhook_path(agent), {"url": webhook_url}), views.webhook_fields)
+    """Set or change an agent's webhook URL (a signing secret is minted the first time) and,
+    with --events, the notification types it receives."""
+    body: dict[str, object] = {"url": webhook_url}
+    if events is not None:
+        body["webhook_events"] = [t.strip() for t in events.split(",") if t.strip()]
+    op.show(op.api.put(webhook_path(agent), body), views.webhook_fields)
 
 
 @app.command("show")

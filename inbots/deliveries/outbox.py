@@ -1,0 +1,282 @@
+"""The outbox: the rows the delivery engine notifies about, and what differs between their kinds.
+
+Two tables are outboxes, with the same outbox columns (``publish_count``,
+``last_published_at``, ``next_attempt_at``, ``claimed_until``, ``parked_key``/``parked_at``,
+``job_trigger``, ``notified_at``, ``failed_at``/``failure_reason``, ``thread_closed_at``):
+
+- a **delivery** (``dlv_…``): a message's copy for one recipient; its notification is
+  ``message.created``;
+- an **event** (``evt_…``, :mod:`inbots.events`): anything else an agent is told of
+  (``message.acknowledged``, ``thread.close_requested``, ``thread.closed``).
+
+One engine works on both, by the row's id: a :class:`~inbots.dispatch.jobs.Job` names the row,
+and notify (claim → send → record, :mod:`.notify`), the per-URL leases and the parked line
+(:mod:`.parking`: one line per URL, across both kinds), the attempt log (:mod:`.attempts`: an
+attempt names its delivery or its event), the renotify sweep (:mod:`.renotify`) and redeliver
+(:func:`publish_again`) are the same code. What differs is here, once per :class:`Kind`: how a
+row is loaded for an attempt, with its recipient and its notification's body; whether it is
+still wanted; how notified is stamped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Select, bindparam, literal, select, update
+from sqlalchemy.orm import Session, aliased
+
+from inbots.agents.models import Agent
+from inbots.db.uow import UnitOfWork
+from inbots.deliveries.attempts import record_lost_attempt
+from inbots.deliveries.models import Delivery, DeliveryAttempt
+from inbots.deliveries.stamps import stamp
+from inbots.dispatch.jobs import Job
+from inbots.errors import Conflict
+from inbots.events.models import Event
+from inbots.kit.clock import utcnow
+from inbots.kit.text import shown_summary
+from inbots.messages.models import Message
+from inbots.threads.models import CLOSED, Thread
+from inbots.webhooks import payloads, subscriptions
+
+Row = Delivery | Event
+
+
+@dataclass
+class Loaded:
+    """A row read (and locked) for an attempt: its recipient, why no attempt is wanted (``skip``,
+    None when one is), and its notification's body (given the summary/note length shown)."""
+
+    row: Row
+    recipient: Agent
+    skip: str | None
+    body: Callable[[int], bytes]
+    message_id: str | None
+    thread_id: str
+
+
+def _unwanted(recipient: Agent, event_type: str) -> str | None:
+    if not recipient.webhook_url or not recipient.webhook_secret:
+        return "recipient has no webhook"
+    if not subscribed(recipient, event_type):
+        return f"recipient's webhook does not receive {event_type}"
+    return None
+
+
+def subscribed(agent: Agent, event_type: str) -> bool:
+    return subscriptions.subscribed(agent.webhook_events, event_type)
+
+
+# Deliveries: message.created. Built once: building an ORM statement (aliases above all) costs
+# more CPU than running it, and every attempt runs it.
+_recipient, _sender = aliased(Agent), aliased(Agent)
+_DELIVERY_READ = (
+    select(Delivery, Thread.status, Thread.title, Thread.ref, _recipient, Message, _sender.username)
+    .join(Thread, Thread.id == Delivery.thread_id)
+    .join(_recipient, _recipient.id == Delivery.recipient_id)
+    .join(Message, Message.id == Delivery.message_id)
+    .join(_sender, _sender.id == Message.sender_id)
+    .where(Delivery.id == bindparam("row_id"))
+    .with_for_update(of=Delivery)
+)
+
+
+def _load_delivery(session: Session, row_id: str, trigger: str) -> Loaded | None:
+    found = session.execute(_DELIVERY_READ, {"row_id": row_id}).first()
+    if found is None:
+        return None
+    delivery, thread_status, thread_title, thread_ref, recipient, message, sender = found
+    skip = None
+    if thread_status == CLOSED:
+        skip = "thread closed"
+    elif trigger != "redeliver" and (
+        delivery.notified_at or delivery.failed_at or delivery.acknowledged_at
+    ):
+        skip = "already notified, failed or acknowledged"
+    else:
+        skip = _unwanted(recipient, subscriptions.MESSAGE_CREATED)
+
+    def body(shown: int) -> bytes:
+        return payloads.encode(
+            payloads.message_created(
+                delivery_id=delivery.id,
+                message_id=message.id,
+                thread_id=delivery.thread_id,
+                thread_title=thread_title,
+                thread_ref=thread_ref,
+                sender=sender or "",
+                recipient=recipient.username,
+                kind=message.kind,
+                priority=message.priority,
+                summary=shown_summary(message.summary, message.body, shown),
+                created_at=message.created_at,
+            )
+        )
+
+    return Loaded(delivery, recipient, skip, body, delivery.message_id, delivery.thread_id)
+
+
+# Events: every other type.
+_told, _actor = aliased(Agent), aliased(Agent)
+_EVENT_READ = (
+    select(Event, Thread.status, Thread.title, _told, _actor.username)
+    .join(Thread, Thread.id == Event.thread_id)
+    .join(_told, _told.id == Event.recipient_id)
+    .join(_actor, _actor.id == Event.actor_id)
+    .where(Event.id == bindparam("row_id"))
+    .with_for_update(of=Event)
+)
+
+
+def _load_event(session: Session, row_id: str, trigger: str) -> Loaded | None:
+    found = session.execute(_EVENT_READ, {"row_id": row_id}).first()
+    if found is None:
+        return None
+    event, thread_status, thread_title, recipient, actor = found
+    skip = None
+    if thread_status == CLOSED and event.type != subscriptions.THREAD_CLOSED:
+        skip = "thread closed"
+    elif trigger != "redeliver" and (event.notified_at or event.failed_at):
+        skip = "already notified or failed"
+    else:
+        skip = _unwanted(recipient, event.type)
+
+    def body(shown: int) -> bytes:
+        if event.type == subscriptions.MESSAGE_ACKNOWLEDGED:
+            return payloads.encode(
+                payloads.message_acknowledged(
+                    event_id=event.id,
+                    delivery_id=event.delivery_id or "",
+                    message_id=event.message_id or "",
+                    thread_id=event.thread_id,
+                    thread_title=thread_title,
+                    sender=recipient.username,
+                    recipient=actor or "",
+                    outcome=event.outcome,
+                    note=event.note,
+                    acknowledged_at=event.created_at,
+                    shown=shown,
+                )
+            )
+        return payloads.encode(
+            payloads.thread_event(
+                event.type,
+                event_id=event.id,
+                thread_id=event.thread_id,
+                thread_title=thread_title,
+                recipient=recipient.username,
+                actor=actor or "",
+                created_at=event.created_at,
+            )
+        )
+
+    return Loaded(event, recipient, skip, body, event.message_id, event.thread_id)
+
+
+def _oldest_parked(model: Any, *owed: str) -> Select[Any]:
+    """The oldest rows parked on one URL, claimed (two wakers never take the same row), with
+    the stamps that say whether a notification is still owed."""
+    return (
+        select(
+            model.id,
+            model.publish_count,
+            model.job_trigger,
+            model.parked_at,
+            *(getattr(model, name) for name in owed),
+        )
+        .where(model.parked_key == bindparam("key"))
+        .order_by(model.parked_at)
+        .limit(bindparam("n"))
+        .with_for_update(skip_locked=True)
+    )
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of outbox row. ``done``: the stamps that end what a row is owed (a row with one
+    set is sent nothing more, bar a redeliver); ``event_type``: the notification type of a row,
+    in SQL (the sweep republishes only rows whose recipient still receives it)."""
+
+    name: str
+    model: Any  # Delivery or Event: the same outbox columns
+    owner: Any  # the attempt log's column naming such a row
+    load: Callable[[Session, str, str], Loaded | None]
+    done: tuple[str, ...]
+    event_type: Any  # ColumnElement[str]: a literal type, or the row's type column
+
+    @property
+    def oldest_parked(self) -> Select[Any]:
+        return _PARKED[self.name]
+
+    def owed(self, row: Any) -> bool:
+        return all(getattr(row, name) is None for name in self.done)
+
+    def stamp_notified(self, uow: UnitOfWork, row_id: str) -> None:
+        if self.model is Delivery:  # a delivery's progress also restarts its stall clock
+            stamp(uow, "notified_at", Delivery.id == row_id)
+            return
+        uow.session.execute(
+            update(Event)
+            .where(Event.id == row_id, Event.notified_at.is_(None))
+            .values(notified_at=utcnow())
+            .execution_options(synchronize_session=False)
+        )
+
+
+DELIVERY = Kind(
+    "delivery",
+    Delivery,
+    DeliveryAttempt.delivery_id,
+    _load_delivery,
+    ("notified_at", "failed_at", "acknowledged_at", "thread_closed_at"),
+    literal(subscriptions.MESSAGE_CREATED),
+)
+EVENT = Kind(
+    "event",
+    Event,
+    DeliveryAttempt.event_id,
+    _load_event,
+    ("notified_at", "failed_at", "thread_closed_at"),
+    Event.type,
+)
+KINDS = (DELIVERY, EVENT)
+_PARKED = {kind.name: _oldest_parked(kind.model, *kind.done) for kind in KINDS}
+
+
+def kind_of(job: Job) -> Kind:
+    """The kind of the row a job names."""
+    return EVENT if job.kind == "event" else DELIVERY
+
+
+def publish_again(uow: UnitOfWork, row: Row, recipient: Agent, event_type: str) -> Job:
+    """The operator's redeliver, for either kind: one more publish of a loaded, locked row (a
+    notified or failed one too), under the same ``webhook-id``, sent after the commit. Clears no
+    stamp and no attempt; a claim that ran out unrecorded is logged ``worker_lost`` first. 409
+    when the recipient has no webhook or does not receive ``event_type``."""
+    if not recipient.webhook_url:
+        raise Conflict(
+            f"Agent {recipient.username!r} has no webhook to notify, so there is nothing to "
+            "redeliver: it finds its mail with its inbox and its receipts with its outbox."
+        )
+    if not subscribed(recipient, event_type):
+        raise Conflict(
+            f"Agent {recipient.username!r}'s webhook does not receive {event_type}; add it to "
+            f"the agent's webhook_events (PUT /v1/agents/{recipient.username}/webhook) first."
+        )
+    now = utcnow()
+    if row.claimed_until is not None and row.claimed_until <= now:
+        # The previous publish's attempt ran out unrecorded (its worker died): log it as such
+        # before that publish is left behind.
+        record_lost_attempt(uow.session, uow.settings, row, recipient.webhook_url)
+        row.claimed_until = None
+    row.publish_count += 1
+    row.last_published_at = now
+    row.next_attempt_at = None
+    row.parked_key = None  # the new publish's job parks again if the URL is still full
+    row.parked_at = None
+    uow.session.flush()
+    job = Job(row.id, row.publish_count, "redeliver")
+    uow.enqueue(job)
+    return job

@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, Index, Integer, String, text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from inbots.db.base import Base, UTCDateTime
+
+# The sweep's lost publishes (as ix_deliveries_republish) and the long-poll's unshown receipts.
+_REPUBLISH = (
+    "publish_count > 0 AND notified_at IS NULL AND failed_at IS NULL"
+    " AND thread_closed_at IS NULL AND parked_key IS NULL"
+)
+_UNSHOWN = "type = 'message.acknowledged' AND shown_at IS NULL AND thread_closed_at IS NULL"
+
+
+class Event(Base):
+    """Something an agent is told of, other than new mail: one row per agent told.
+
+    The outbox columns (``publish_count`` … ``job_trigger``, ``notified_at``, ``failed_at``,
+    ``thread_closed_at``) mean exactly what they mean on a :class:`Delivery`, and the same engine
+    reads and writes them (:mod:`inbots.deliveries.outbox`). A ``message.acknowledged`` event is
+    made for every acknowledgement, whether or not its agent has a webhook: it is also what the
+    sender's long-poll shows (``shown_at``, as ``delivered_at`` is for mail)."""
+
+    __tablename__ = "events"
+    __table_args__ = (
+        Index(None, "workspace_id", "id"),
+        Index(None, "thread_id"),
+        Index(
+            "ix_events_unshown",
+            "recipient_id",
+            "id",
+            sqlite_where=text(_UNSHOWN),
+            postgresql_where=text(_UNSHOWN),
+        ),
+        Index(
+            "ix_events_republish",
+            "last_published_at",
+            sqlite_where=text(_REPUBLISH),
+            postgresql_where=text(_REPUBLISH),
+        ),
+        Index(
+            "ix_events_parked",
+            "parked_key",
+            "parked_at",
+            sqlite_where=text("parked_key IS NOT NULL"),
+            postgresql_where=text("parked_key IS NOT NULL"),
+        ),
+    )
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    workspace_id: Mapped[str] = mapped_column(ForeignKey("workspaces.id"))
+    type: Mapped[str] = mapped_column(String(40))
+    # The agent told (a message's sender, a thread's participant) and the one who acted (the
+    # recipient who acknowledged, the opener who asked to close, the operator who closed).
+    recipient_id: Mapped[str] = mapped_column(ForeignKey("agents.id"))
+    actor_id: Mapped[str] = mapped_column(ForeignKey("agents.id"))
+    thread_id: Mapped[str] = mapped_column(ForeignKey("threads.id"))
+    message_id: Mapped[str | None] = mapped_column(ForeignKey("messages.id"))
+    delivery_id: Mapped[str | None] = mapped_column(ForeignKey("deliveries.id"))
+    outcome: Mapped[str | None] = mapped_column(String(16))
+    note: Mapped[str | None] = mapped_column(String(1000))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    # A long-poll with receipts showed it to its agent.
+    shown_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    # The outbox, as on a delivery.
+    notified_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    failed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    failure_reason: Mapped[str | None] = mapped_column(String(200))
+    claimed_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    thread_closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    parked_key: Mapped[str | None] = mapped_column(String(32))
+    parked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    job_trigger: Mapped[str | None] = mapped_column(String(16))
+    publish_count: Mapped[int] = mapped_column(Integer, default=0)
+    last_published_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

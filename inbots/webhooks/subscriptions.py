@@ -1,0 +1,63 @@
+"""Which notification types an agent's webhook receives (``webhook_events``).
+
+Stored on the agent row as the chosen types joined by commas (``agents.webhook_events``, never
+empty of meaning: the empty string is "none"), so the renotify sweep can ask SQL whether a row's
+recipient still wants its type (:func:`wants`) without loading anyone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import ColumnElement, literal
+from sqlalchemy.orm import InstrumentedAttribute
+
+from inbots.errors import Invalid
+
+MESSAGE_CREATED = "message.created"
+MESSAGE_ACKNOWLEDGED = "message.acknowledged"
+THREAD_CLOSE_REQUESTED = "thread.close_requested"
+THREAD_CLOSED = "thread.closed"
+EVENT_TYPES = (MESSAGE_CREATED, MESSAGE_ACKNOWLEDGED, THREAD_CLOSE_REQUESTED, THREAD_CLOSED)
+DEFAULT = (MESSAGE_CREATED,)
+DEFAULT_STORED = MESSAGE_CREATED
+
+
+def check(value: object, field: str = "webhook_events") -> list[str]:
+    """The chosen types, in the canonical order, or 422 naming the allowed ones."""
+    allowed = ", ".join(EVENT_TYPES)
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise Invalid(
+            f"{field} must be a list of notification types, from: {allowed}.", field=field
+        )
+    unknown = [v for v in dict.fromkeys(value) if v not in EVENT_TYPES]
+    if unknown:
+        raise Invalid(
+            f"{field} has unknown notification types ({', '.join(map(repr, unknown))}); the "
+            f"types are {allowed}.",
+            field=field,
+        )
+    return [t for t in EVENT_TYPES if t in value]
+
+
+def encode(types: Sequence[str]) -> str:
+    return ",".join(types)
+
+
+def decode(stored: str | None) -> list[str]:
+    if stored is None:
+        return list(DEFAULT)
+    return [t for t in stored.split(",") if t in EVENT_TYPES]
+
+
+def subscribed(stored: str | None, event_type: str) -> bool:
+    return event_type in decode(stored)
+
+
+def wants(
+    column: InstrumentedAttribute[str], event_type: str | ColumnElement[str]
+) -> ColumnElement[bool]:
+    """SQL: the agent whose ``webhook_events`` is ``column`` receives ``event_type`` (a type, or
+    a column holding one)."""
+    wanted = literal(event_type) if isinstance(event_type, str) else event_type
+    return (literal(",") + column + literal(",")).like(literal("%,") + wanted + literal(",%"))
