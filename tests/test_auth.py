@@ -6,7 +6,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
-import pytest
 from sqlalchemy import MetaData, String, Table, Text, select
 
 from inbots.agents.models import Agent
