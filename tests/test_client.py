@@ -599,17 +599,37 @@ def test_async_messages_yields_mail_as_it_comes(
 # The docs
 
 
-def test_the_first_session_in_the_docs_runs(
-    api: Api, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    page = (Path(__file__).resolve().parent.parent / "docs" / "client.md").read_text()
-    marked = page.split("<!-- tested:", 1)[1]
+def run_tested_block(page: str, api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run the Python block marked ``<!-- tested: … -->`` in ``page`` against the test server,
+    as its reader would: the server's URL and the operator token in the environment."""
+    text = (Path(__file__).resolve().parent.parent / page).read_text()
+    marked = text.split("<!-- tested:", 1)[1]
     code = marked.split("```python\n", 1)[1].split("```", 1)[0]
     monkeypatch.setenv("INBOTS_URL", api.base_url)
     monkeypatch.setenv("INBOTS_OPERATOR_TOKEN", api.token)
-    exec(compile(code, "docs/client.md", "exec"), {})
+    exec(compile(code, page, "exec"), {})
+
+
+def test_the_first_session_in_the_docs_runs(
+    api: Api, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_tested_block("docs/client.md", api, monkeypatch)
     out = capsys.readouterr().out
     assert "['accepted']" in out and "reviewer: Please review PR 12 before Friday." in out
+
+
+def test_the_readme_walk_through_runs(
+    api: Api, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_tested_block("README.md", api, monkeypatch)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("th_") and lines[0].endswith(" ['accepted']")
+    assert lines[1:] == [
+        "urgent from reviewer [PR-12]: Please review PR 12 before Friday.",
+        "implementer acknowledged done Looks good",
+    ]
+    (receipt,) = api.ok("GET", "/deliveries", params={"thread": lines[0].split()[0]})["items"]
+    assert (receipt["state"], receipt["outcome"]) == ("acknowledged", "done")
 
 
 # Webhooks

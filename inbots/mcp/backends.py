@@ -214,9 +214,10 @@ _SAFE_ID = re.compile(r"[A-Za-z0-9_-]+")
 USER_AGENT = f"inbots-mcp/{__version__}"
 
 
-def _visible(ident: str, what: str) -> str:
+def _path_id(ident: str, what: str) -> str:
     """An id for a URL path. Ids are letters, digits and underscores; anything else names nothing
-    (and could change the path), so it answers the service's not-found sentence here."""
+    (and could change the path). The client refuses such an id too, in its own words; the tools
+    answer the service's not-found sentence, as over ``/mcp``."""
     if not _SAFE_ID.fullmatch(ident):
         raise not_found(what, ident)
     return ident
@@ -309,7 +310,7 @@ class HttpBackend:
         return _answer(await self._call(opened))
 
     async def add_participant(self, thread_id: str, username: str) -> Json:
-        added = self._client.add_participant(_visible(thread_id, "thread"), username)
+        added = self._client.add_participant(_path_id(thread_id, "thread"), username)
         return _answer(await self._call(added))
 
     async def send_message(
@@ -318,7 +319,7 @@ class HttpBackend:
         # Checked before it goes out: a key the rule refuses may not even be sendable as a header.
         key = messages_schemas.idempotency_key(idempotency_key, self.limits.idempotency_key_max)
         sent = self._client.send(
-            _visible(thread_id, "thread"),
+            _path_id(thread_id, "thread"),
             request.body,
             request.summary,
             cast(client.Kind | None, request.kind),
@@ -363,14 +364,14 @@ class HttpBackend:
     ) -> Json:
         ack = cast(client.Outcome | None, acknowledge)
         read = self._client.read(
-            _visible(ident, "message"), ack=ack, note=note if ack is not None else None
+            _path_id(ident, "message"), ack=ack, note=note if ack is not None else None
         )
         return _answer(await self._call(read))
 
     async def read_thread(
         self, thread_id: str, since: str | None, limit: int | None, cursor: str | None
     ) -> Json:
-        history = self._client.history(_visible(thread_id, "thread"), since, limit, cursor)
+        history = self._client.history(_path_id(thread_id, "thread"), since, limit, cursor)
         return _answer(await self._call(history))
 
     async def acknowledge(self, request: AckRequest) -> Json:
@@ -388,5 +389,5 @@ class HttpBackend:
         return _answer(await self._call(self._client.outbox(state, thread_id, cursor)))
 
     async def request_close(self, thread_id: str) -> Json:
-        closing = self._client.close_request(_visible(thread_id, "thread"))
+        closing = self._client.close_request(_path_id(thread_id, "thread"))
         return _answer(await self._call(closing))
