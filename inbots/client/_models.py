@@ -294,6 +294,7 @@ class Limits(Model):
     message_body_max: int
     summary_required_over: int
     summary_max: int
+    summary_shown: int = 120  # how much of a summary an inbox item shows
     thread_title_max: int
     thread_goal_max: int
     thread_ref_max: int = 128  # Inbots 1.1
