@@ -152,6 +152,12 @@ def mcp_stdio(
             "INBOTS_API_KEY must be an agent key (agt_…); the operator token is not an agent.",
             EXIT_USAGE,
         )
+    if not all("!" <= c <= "~" for c in api_key):
+        fail(
+            "INBOTS_API_KEY must be the key as printed, visible ASCII only: remove the spaces "
+            "or line break around it.",
+            EXIT_USAGE,
+        )
     from inbots.mcp.stdio import run
 
     run(url, api_key)
