@@ -37,6 +37,7 @@ PG_ADMIN_URL = os.environ.get(
 TABLES = (
     "heartbeats",
     "send_buckets",
+    "cap_ledger",
     "delivery_attempts",
     "events",
     "deliveries",

@@ -89,6 +89,20 @@ def test_the_pair_cap_refuses_a_sender_and_stores_nothing(api: Api, database: Da
 
 
 @pytest.mark.parametrize("settings_overrides", [{**CAPS, "rate_limit_per_minute": 0}])
+def test_closing_a_thread_frees_its_places(api: Api) -> None:
+    """Mail in a closed thread leaves the inbox and cannot be acknowledged: it stops counting."""
+    alice = api.agent("alice")
+    api.agent("bob")
+    first = alice.open_thread("First", ["bob"])["id"]
+    for n in range(3):
+        alice.send(first, f"m{n}")
+    second = alice.open_thread("Second", ["bob"])["id"]
+    refused(post(alice, second, "full"), "INBOTS_CAP_PER_PAIR")
+    api.ok("POST", f"/threads/{first}/close")
+    alice.send(second, "room again")
+
+
+@pytest.mark.parametrize("settings_overrides", [{**CAPS, "rate_limit_per_minute": 0}])
 def test_the_recipient_cap_refuses_a_whole_broadcast(api: Api, database: Database) -> None:
     senders = [api.agent(f"sender-{n}") for n in range(3)]
     api.agent("full")

@@ -11,8 +11,9 @@ _REPUBLISH = (
     "publish_count > 0 AND notified_at IS NULL AND failed_at IS NULL AND acknowledged_at IS NULL"
     " AND thread_closed_at IS NULL AND parked_key IS NULL"
 )
-# Counted by the caps: a recipient's deliveries still owed an acknowledgement and not expired.
-OPEN_FOR_CAPS = "acknowledged_at IS NULL AND expired_at IS NULL"
+# Counted by the caps: a recipient's deliveries still owed an acknowledgement, not expired, in a
+# thread that is not closed (mail in a closed thread leaves the inbox and cannot be acknowledged).
+OPEN_FOR_CAPS = "acknowledged_at IS NULL AND expired_at IS NULL AND thread_closed_at IS NULL"
 # Waiting for their message's expiry (the sweep stamps expired_at).
 _EXPIRING = "expires_at IS NOT NULL AND expired_at IS NULL AND acknowledged_at IS NULL"
 _STALL = (

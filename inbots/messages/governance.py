@@ -2,12 +2,16 @@
 (agents-and-governance.md §3).
 
 - **Caps**: a recipient may hold at most ``cap_per_recipient`` unacknowledged, unexpired
-  deliveries, and at most ``cap_per_pair`` of them from one sender. Counted from
-  ``ix_deliveries_caps`` with one statement however many recipients (each count stops at the
-  cap + 1). On PostgreSQL the counting transaction first takes a transaction-scoped advisory
-  lock per recipient, in a stable order (no deadlock between two sends), so two web processes
-  can never both pass the last free place; SQLite's ``BEGIN IMMEDIATE`` already serialises
-  writers.
+  deliveries in threads that are not closed (what its inbox holds), and at most
+  ``cap_per_pair`` of them from one sender. A ledger (``cap_ledger``: one row per recipient,
+  one per recipient and sender) holds an upper bound of each count: every send adds itself with
+  one upsert, whatever the number of recipients, and the rows it touches stay locked until it
+  commits, in one order for all sends (PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` serialises
+  writers anyway), so two web processes can never both pass the last free place.
+  Acknowledgements, expiry, closes and retention never touch the ledger, so it only
+  overestimates: when a row passes its cap, the deliveries are counted exactly (one statement
+  over ``ix_deliveries_caps``), the row is corrected, and only then is the send refused. A
+  send costs one small upsert until an inbox is near its cap.
 - **Rate limit**: each agent has a token bucket (``send_buckets``) of ``rate_limit_burst``
   tokens refilled at ``rate_limit_per_minute``; a send spends one. One upsert refills and spends
   atomically in the sending transaction (the row stays locked until it commits), so every web
@@ -24,25 +28,21 @@ import math
 import time
 from collections.abc import Sequence
 
-from sqlalchemy import ColumnElement, Float, case, cast, false, literal, or_, select, text
+from sqlalchemy import Float, case, cast, func, literal, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from inbots.agents.models import Agent
 from inbots.auth.service import Caller
 from inbots.db.uow import UnitOfWork
 from inbots.deliveries.models import Delivery
 from inbots.errors import RateLimited
-from inbots.messages.models import SendBucket
+from inbots.messages.models import CapLedger, SendBucket
 
 # A full inbox frees a place when its recipient acknowledges something: there is no clock to
 # quote, so the caller is told to come back after this long.
 CAP_RETRY_AFTER_SECONDS = 60
 
-_LOCK_RECIPIENTS = text(
-    "SELECT count(*) FROM (SELECT pg_advisory_xact_lock(hashtextextended('inbots.caps:' || k, 0))"
-    " FROM (SELECT k FROM unnest(CAST(:keys AS text[])) AS k ORDER BY k) AS ordered) AS locked"
-)
+TOTAL = ""  # the ledger row of a recipient's total (the others name a sender)
 
 
 def admit(uow: UnitOfWork, caller: Caller, recipients: Sequence[tuple[str, str]]) -> None:
@@ -87,53 +87,83 @@ def _spend_token(uow: UnitOfWork, caller: Caller) -> None:
 
 def _check_caps(uow: UnitOfWork, caller: Caller, recipients: Sequence[tuple[str, str]]) -> None:
     s = uow.settings
-    ids = sorted({rid for rid, _ in recipients})
-    if uow.session.get_bind().dialect.name == "postgresql":
-        uow.session.execute(_LOCK_RECIPIENTS, {"keys": ids})
-    off = false()
-    total = _full(s.cap_per_recipient) if s.cap_per_recipient else off
-    pair = _full(s.cap_per_pair, Delivery.sender_id == caller.agent_id) if s.cap_per_pair else off
-    full = uow.session.execute(
-        select(Agent.id, total.label("total"), pair.label("pair"))
-        .where(Agent.id.in_(ids), or_(total, pair))
-        .order_by(Agent.id)
-        .limit(1)
-    ).first()
-    if full is not None:
-        name = dict(recipients).get(full.id, full.id)
-        if full.total:
-            raise RateLimited(
-                f"{name}'s inbox is full: it holds {s.cap_per_recipient} unacknowledged "
-                "messages, the most one agent may hold (INBOTS_CAP_PER_RECIPIENT). A place "
-                f"frees up when {name} acknowledges mail or a message expires; try again in "
-                f"{CAP_RETRY_AFTER_SECONDS} s or later. Nothing of this send was stored.",
-                retry_after=CAP_RETRY_AFTER_SECONDS,
+    names = dict(recipients)
+    caps: dict[str, int] = {}  # ledger sender_id -> its cap ("" is the recipient's total)
+    if s.cap_per_recipient:
+        caps[TOTAL] = s.cap_per_recipient
+    if s.cap_per_pair:
+        caps[caller.agent_id] = s.cap_per_pair
+    # One upsert counts this send in every ledger row it touches and locks them (PostgreSQL:
+    # until commit, in one order for every send, so two sends never deadlock and a second
+    # process waits here for the first to commit or roll back).
+    keys = sorted((rid, sender) for rid in names for sender in caps)
+    insert = pg_insert if uow.session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    counted = uow.session.execute(
+        insert(CapLedger)
+        .values([{"recipient_id": r, "sender_id": k, "open_count": 1} for r, k in keys])
+        .on_conflict_do_update(
+            index_elements=[CapLedger.recipient_id, CapLedger.sender_id],
+            set_={"open_count": CapLedger.open_count + 1},
+        )
+        .returning(CapLedger.recipient_id, CapLedger.sender_id, CapLedger.open_count)
+    ).all()
+    over = [row for row in counted if row.open_count > caps[row.sender_id]]
+    if not over:
+        return
+    # The ledger only ever overestimates (acknowledgements, expiry and closes do not touch it):
+    # past a cap, count exactly, and keep the exact figure (with this send) for the next sends.
+    exact = _open_counts(uow, sorted({row.recipient_id for row in over}), caller.agent_id)
+    full: tuple[str, str] | None = None
+    for row in over:
+        total, pair = exact.get(row.recipient_id, (0, 0))
+        now_open = (total if row.sender_id == TOTAL else pair) + 1
+        uow.session.execute(
+            update(CapLedger)
+            .where(
+                CapLedger.recipient_id == row.recipient_id,
+                CapLedger.sender_id == row.sender_id,
             )
+            .values(open_count=now_open)
+        )
+        if now_open > caps[row.sender_id] and full is None:
+            full = (row.recipient_id, row.sender_id)
+    if full is None:
+        return
+    name = names.get(full[0], full[0])
+    if full[1] == TOTAL:
         raise RateLimited(
-            f"{name} has {s.cap_per_pair} unacknowledged messages from you, the most one "
-            "sender may leave with one recipient (INBOTS_CAP_PER_PAIR). A place frees up "
-            f"when {name} acknowledges one of yours or one expires; try again in "
+            f"{name}'s inbox is full: it holds {s.cap_per_recipient} unacknowledged "
+            "messages, the most one agent may hold (INBOTS_CAP_PER_RECIPIENT). A place "
+            f"frees up when {name} acknowledges mail or a message expires; try again in "
             f"{CAP_RETRY_AFTER_SECONDS} s or later. Nothing of this send was stored.",
             retry_after=CAP_RETRY_AFTER_SECONDS,
         )
+    raise RateLimited(
+        f"{name} has {s.cap_per_pair} unacknowledged messages from you, the most one "
+        "sender may leave with one recipient (INBOTS_CAP_PER_PAIR). A place frees up "
+        f"when {name} acknowledges one of yours or one expires; try again in "
+        f"{CAP_RETRY_AFTER_SECONDS} s or later. Nothing of this send was stored.",
+        retry_after=CAP_RETRY_AFTER_SECONDS,
+    )
 
 
-def _full(cap: int, *extra: ColumnElement[bool]) -> ColumnElement[bool]:
-    """Whether the recipient (``Agent.id``) holds ``cap`` or more unacknowledged, unexpired
-    deliveries (of those matching ``extra``): is there a cap-th one? A correlated subquery that
-    reads at most ``cap`` entries of ``ix_deliveries_caps``."""
-    cap_th = (
-        select(literal(1))
-        .select_from(Delivery)
+def _open_counts(
+    uow: UnitOfWork, recipient_ids: Sequence[str], sender_id: str
+) -> dict[str, tuple[int, int]]:
+    """Each recipient's deliveries that the caps count, in all and from ``sender_id``: one
+    statement over ``ix_deliveries_caps``."""
+    rows = uow.session.execute(
+        select(
+            Delivery.recipient_id,
+            func.count(),
+            func.coalesce(func.sum(case((Delivery.sender_id == sender_id, 1), else_=0)), 0),
+        )
         .where(
-            Delivery.recipient_id == Agent.id,
+            Delivery.recipient_id.in_(recipient_ids),
             Delivery.acknowledged_at.is_(None),
             Delivery.expired_at.is_(None),
-            *extra,
+            Delivery.thread_closed_at.is_(None),
         )
-        .limit(1)
-        .offset(cap - 1)
-        .correlate(Agent)
-        .scalar_subquery()
-    )
-    return cap_th.is_not(None)
+        .group_by(Delivery.recipient_id)
+    ).all()
+    return {rid: (int(total), int(pair)) for rid, total, pair in rows}

@@ -45,6 +45,18 @@ class Message(Base):
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
+class CapLedger(Base):
+    """What the caps count, kept cheap (``governance.py``): for a recipient (``sender_id`` ""),
+    or a recipient and one sender, an upper bound of its deliveries that are unacknowledged,
+    unexpired and in threads not closed. Sends add to it; a recount corrects it."""
+
+    __tablename__ = "cap_ledger"
+
+    recipient_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    sender_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    open_count: Mapped[int] = mapped_column(Integer)
+
+
 class SendBucket(Base):
     """One agent's send rate-limit token bucket (``governance.py``): ``tokens`` as of ``stamp``
     (seconds since the epoch). Updated by one upsert in the sending transaction, so every web

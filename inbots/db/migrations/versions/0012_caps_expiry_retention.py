@@ -5,9 +5,11 @@
   sweep read one partial index each) and ``expired_at`` (the sweep's stamp);
 - ``ix_deliveries_caps`` (recipient, sender) over the deliveries the caps count,
   ``ix_deliveries_expiring`` over those waiting to expire, ``ix_threads_closed`` for retention;
-- ``send_buckets``: each agent's send rate-limit token bucket.
+- ``send_buckets``: each agent's send rate-limit token bucket;
+- ``cap_ledger``: what the caps count, per recipient and per recipient and sender.
 
-Existing deliveries get their message's sender (so the caps count them from the start).
+Existing deliveries get their message's sender, and the ledger starts from the deliveries
+stored (so the caps count them from the start).
 
 Revision ID: 0012
 Revises: 0009
@@ -26,7 +28,7 @@ down_revision: str | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-CAPS = "acknowledged_at IS NULL AND expired_at IS NULL"
+CAPS = "acknowledged_at IS NULL AND expired_at IS NULL AND thread_closed_at IS NULL"
 EXPIRING = "expires_at IS NOT NULL AND expired_at IS NULL AND acknowledged_at IS NULL"
 CLOSED = "closed_at IS NOT NULL"
 
@@ -67,6 +69,23 @@ def upgrade() -> None:
             postgresql_where=sa.text(EXPIRING),
         )
 
+    op.create_table(
+        "cap_ledger",
+        sa.Column("recipient_id", sa.String(length=40), nullable=False),
+        sa.Column("sender_id", sa.String(length=40), nullable=False),
+        sa.Column("open_count", sa.Integer(), nullable=False),
+        sa.PrimaryKeyConstraint("recipient_id", "sender_id", name=op.f("pk_cap_ledger")),
+    )
+    op.execute(
+        "INSERT INTO cap_ledger (recipient_id, sender_id, open_count) "
+        f"SELECT recipient_id, '', count(*) FROM deliveries WHERE {CAPS} GROUP BY recipient_id"
+    )
+    op.execute(
+        "INSERT INTO cap_ledger (recipient_id, sender_id, open_count) "
+        f"SELECT recipient_id, sender_id, count(*) FROM deliveries WHERE {CAPS}"
+        " AND sender_id IS NOT NULL GROUP BY recipient_id, sender_id"
+    )
+
     with op.batch_alter_table("threads", schema=None) as batch_op:
         batch_op.create_index(
             "ix_threads_closed",
@@ -92,4 +111,5 @@ def downgrade() -> None:
         batch_op.drop_column("expires_at")
         batch_op.drop_column("ttl_seconds")
 
+    op.drop_table("cap_ledger")
     op.drop_table("send_buckets")
