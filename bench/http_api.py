@@ -52,8 +52,8 @@ from inbots.db.engine import Database
 from inbots.deliveries.models import Delivery
 from inbots.messages.models import Message
 
-# Caps and the rate limit on, above what the workload reaches (a recipient here gets a few
-# thousand unacknowledged messages: every cap check reads that many index entries), and off.
+# Caps and the rate limit on, above what the workload reaches (every send is checked: its
+# token bucket and its recipients' ledger rows are updated, none is refused), and off.
 GOVERNED = {
     "INBOTS_CAP_PER_RECIPIENT": "20000",
     "INBOTS_CAP_PER_PAIR": "20000",

@@ -114,19 +114,16 @@ def _check_caps(uow: UnitOfWork, caller: Caller, recipients: Sequence[tuple[str,
     # past a cap, count exactly, and keep the exact figure (with this send) for the next sends.
     exact = _open_counts(uow, sorted({row.recipient_id for row in over}), caller.agent_id)
     full: tuple[str, str] | None = None
+    corrected = []
     for row in over:
         total, pair = exact.get(row.recipient_id, (0, 0))
         now_open = (total if row.sender_id == TOTAL else pair) + 1
-        uow.session.execute(
-            update(CapLedger)
-            .where(
-                CapLedger.recipient_id == row.recipient_id,
-                CapLedger.sender_id == row.sender_id,
-            )
-            .values(open_count=now_open)
+        corrected.append(
+            {"recipient_id": row.recipient_id, "sender_id": row.sender_id, "open_count": now_open}
         )
         if now_open > caps[row.sender_id] and full is None:
             full = (row.recipient_id, row.sender_id)
+    uow.session.execute(update(CapLedger), corrected)  # by primary key, one executemany
     if full is None:
         return
     name = names.get(full[0], full[0])
