@@ -1,4 +1,4 @@
-"""What a send must pass before its deliveries are stored: the caps and the send rate limit
+"""What a send must pass for its deliveries to be kept: the caps and the send rate limit
 (agents-and-governance.md §3).
 
 - **Caps**: a recipient may hold at most ``cap_per_recipient`` unacknowledged, unexpired
@@ -47,7 +47,9 @@ TOTAL = ""  # the ledger row of a recipient's total (the others name a sender)
 
 def admit(uow: UnitOfWork, caller: Caller, recipients: Sequence[tuple[str, str]]) -> None:
     """Refuse the send (``RateLimited``) if the caller's rate limit or a recipient's cap forbids
-    it; otherwise spend one of the caller's tokens. ``recipients`` are (id, username) pairs."""
+    it; otherwise spend one of the caller's tokens. Called once the send's deliveries are
+    stored, in its transaction (a refusal rolls them back). ``recipients`` are (id, username)
+    pairs."""
     s = uow.settings
     if s.rate_limit_per_minute and s.rate_limit_burst and not caller.is_operator:
         _spend_token(uow, caller)
@@ -117,7 +119,8 @@ def _check_caps(uow: UnitOfWork, caller: Caller, recipients: Sequence[tuple[str,
     corrected = []
     for row in over:
         total, pair = exact.get(row.recipient_id, (0, 0))
-        now_open = (total if row.sender_id == TOTAL else pair) + 1
+        # The send's own deliveries are stored already (uncommitted): the count includes them.
+        now_open = total if row.sender_id == TOTAL else pair
         corrected.append(
             {"recipient_id": row.recipient_id, "sender_id": row.sender_id, "open_count": now_open}
         )

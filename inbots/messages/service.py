@@ -367,9 +367,9 @@ def _deliver(
     message: Message,
     recipients: Sequence[Recipient],
 ) -> SendResult:
-    """One delivery per recipient, for a message just stored: one statement however many. The
-    caps and the rate limit are checked first (a refusal rolls the whole send back)."""
-    governance.admit(uow, caller, [(r.id, r.username) for r in recipients])
+    """One delivery per recipient, for a message just stored: one statement however many. Then
+    the caps and the rate limit are checked (a refusal rolls the whole send back, so nothing is
+    stored): last, so that the rows they lock are held for as short a time as possible."""
     now = message.created_at
     # A webhook recipient's delivery is published in the same breath (if its webhook receives
     # message.created): the publish is recorded here (so the renotify sweep sees it if the broker
@@ -398,6 +398,7 @@ def _deliver(
     uow.session.execute(insert(Delivery), rows)
     thread.last_activity_at = now
     uow.session.flush()
+    governance.admit(uow, caller, [(r.id, r.username) for r in recipients])
 
     recipient_ids = [r.id for r in recipients]
     jobs = [Job(str(row["id"]), 1, "publish") for row in rows if row["publish_count"]]
