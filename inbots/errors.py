@@ -16,7 +16,8 @@
     │   ├── NoRecipients            409 no_recipients
     │   └── IdempotencyKeyReused    409 idempotency_key_reused
     ├── PayloadTooLarge             413 payload_too_large
-    ├── RateLimited                 429 rate_limited
+    ├── Expired                     410 expired (a delivery whose message's ttl passed)
+    ├── RateLimited                 429 rate_limited (with retry_after)
     └── ServiceUnavailable          503 service_unavailable (the database cannot answer now)
 
 The HTTP layer renders them as ``{"error": {"code", "message", "field"?}}`` (with a
@@ -104,9 +105,23 @@ class PayloadTooLarge(InbotsError):
     status = 413
 
 
+class Expired(InbotsError):
+    code = "expired"
+    status = 410
+
+
 class RateLimited(InbotsError):
+    """A cap or the send rate limit refused the call; ``retry_after`` says when to try again."""
+
     code = "rate_limited"
     status = 429
+
+    def __init__(
+        self, message: str, *, retry_after: int | None = None, field: str | None = None
+    ) -> None:
+        super().__init__(message, field=field)
+        if retry_after is not None:
+            self.retry_after = retry_after  # type: ignore[misc]
 
 
 class ServiceUnavailable(InbotsError):

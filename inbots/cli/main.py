@@ -249,6 +249,67 @@ def workspace_create(name: Annotated[str, typer.Argument(help="A name for people
     out.print(seeded.minted_token, highlight=False)
 
 
+@app.command("purge")
+def purge(
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Count what would be deleted; delete nothing.")
+    ] = False,
+    days: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            help="Delete threads closed more than this many days ago, instead of "
+            "INBOTS_RETENTION_DAYS (0 deletes nothing).",
+        ),
+    ] = None,
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="table (for people) or json.")
+    ] = "table",
+) -> None:
+    """Apply the retention window now: delete closed threads past it with their messages,
+    deliveries, events and attempts (run against the database directly, in short batches)."""
+    import json
+
+    from inbots.db.engine import Database
+    from inbots.deliveries.retention import purge as run_purge
+
+    if output not in ("table", "json"):
+        fail("--output takes table or json.", EXIT_USAGE)
+    settings = settings_or_exit()
+    window = settings.retention_days if days is None else days
+    if window <= 0:
+        fail(
+            "Retention is off (INBOTS_RETENTION_DAYS is 0): pass --days N to delete threads "
+            "closed more than N days ago, or set INBOTS_RETENTION_DAYS.",
+            EXIT_USAGE,
+        )
+    db = Database(settings)
+    try:
+        report = run_purge(db, settings, days=window, dry_run=dry_run)
+    finally:
+        db.dispose()
+    counts = {
+        "dry_run": report.dry_run,
+        "days": window,
+        "closed_before": report.cutoff.isoformat() if report.cutoff else None,
+        "threads": report.threads,
+        "messages": report.messages,
+        "deliveries": report.deliveries,
+        "events": report.events,
+        "attempts": report.attempts,
+    }
+    if output == "json":
+        print(json.dumps(counts))
+        return
+    verb = "Would delete" if dry_run else "Deleted"
+    out.print(
+        f"{verb} {report.threads} threads closed before {counts['closed_before']} "
+        f"({window:g} days): {report.messages} messages, {report.deliveries} deliveries, "
+        f"{report.events} events, {report.attempts} webhook attempts.",
+        highlight=False,
+    )
+
+
 def main() -> None:
     from inbots.errors import InbotsError
 
