@@ -48,6 +48,11 @@ class Limits(Model):
     inbox_bodies_max: int  # an inbox page with bodies lists at most this many
     wait_default_seconds: float
     wait_max_seconds: float
+    enrollment_uses_max: int  # uses of one enrolment token
+    enrollment_expires_in_max: float  # seconds an enrolment token may live
+    agent_keys_max: int  # live keys one agent may hold
+    key_label_max: int
+    session_label_max: int  # characters of an X-Inbots-Session label
 
     @classmethod
     def of(cls, settings: Settings) -> Limits:
