@@ -138,14 +138,16 @@ def test_a_revoked_key_stops_on_every_web_process(
         pytest.skip("two web processes share a database on PostgreSQL")
     bot = api.agent("bot")
     spare = api.ok("POST", "/agents/bot/keys", 201, json={"label": "spare"})
-    with serve(tmp_path, INBOTS_DATABASE_URL=db_url, INBOTS_LOG_LEVEL="WARNING") as other:
-        with httpx.Client(base_url=other.url, timeout=30) as client:
-            there = Caller(client, spare["api_key"], "bot")
-            assert there.ok("GET", "/me")["username"] == "bot"
-            assert there.ok("GET", "/me")["username"] == "bot"  # warm: seen twice
-            assert api.call("DELETE", f"/agents/bot/keys/{spare['id']}").status_code == 204
-            assert error_of(there.get("/me"), 401)["code"] == "unauthorized"
-            assert error_of(there.get("/inbox"), 401)["code"] == "unauthorized"
-            # The key that remains works on both.
-            assert Caller(client, bot.token, "bot").ok("GET", "/me")["username"] == "bot"
+    with (
+        serve(tmp_path, INBOTS_DATABASE_URL=db_url, INBOTS_LOG_LEVEL="WARNING") as other,
+        httpx.Client(base_url=other.url, timeout=30) as client,
+    ):
+        there = Caller(client, spare["api_key"], "bot")
+        assert there.ok("GET", "/me")["username"] == "bot"
+        assert there.ok("GET", "/me")["username"] == "bot"  # warm: seen twice
+        assert api.call("DELETE", f"/agents/bot/keys/{spare['id']}").status_code == 204
+        assert error_of(there.get("/me"), 401)["code"] == "unauthorized"
+        assert error_of(there.get("/inbox"), 401)["code"] == "unauthorized"
+        # The key that remains works on both.
+        assert Caller(client, bot.token, "bot").ok("GET", "/me")["username"] == "bot"
     assert bot.ok("GET", "/me")["username"] == "bot"

@@ -28,7 +28,7 @@ from sqlalchemy.exc import DataError
 from inbots import __version__
 from inbots.agents import service as agents
 from inbots.agents.schemas import Directory
-from inbots.auth.service import Caller
+from inbots.auth.service import SESSION_HEADER, Caller
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.db.uow import UnitOfWork, run_unit
@@ -238,16 +238,19 @@ class HttpBackend:
         *,
         limits: Limits | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        session: str | None = None,
     ) -> None:
         self.limits = limits or Limits.defaults()
         self.base_url = base_url.rstrip("/").removesuffix("/v1")
         self._errors = _error_classes()
+        headers = {"User-Agent": f"inbots-mcp/{__version__}"}
+        if api_key:  # none only to register (POST /v1/register)
+            headers["Authorization"] = f"Bearer {api_key}"
+        if session:  # the agent's sessions list this bridge under that label
+            headers[SESSION_HEADER] = session
         self._client = httpx.AsyncClient(
             base_url=self.base_url,
-            headers={
-                "Authorization": f"Bearer {api_key}",
-                "User-Agent": f"inbots-mcp/{__version__}",
-            },
+            headers=headers,
             # A long-poll answers within its capped timeout; allow it that long plus slack.
             timeout=httpx.Timeout(30.0, read=self.limits.wait_max_seconds + 30.0),
             transport=transport,
@@ -304,6 +307,10 @@ class HttpBackend:
     async def server_limits(self) -> Limits:
         """The limits the server enforces (``GET /v1/limits``); InbotsError if it cannot tell."""
         return Limits.from_answer(await self._call("GET", "/limits"))
+
+    async def register(self, body: Json) -> Json:
+        """``POST /v1/register``: an agent registers itself with an enrolment token."""
+        return await self._call("POST", "/register", body=body)
 
     async def whoami(self) -> Json:
         return await self._call("GET", "/me")
