@@ -276,15 +276,20 @@ def resolve(
 ) -> Caller:
     """The caller behind an ``Authorization`` header, for every edge (HTTP routes, ``/mcp``):
     parsed, looked up read-only, and its activity (its key's, its session's) stamped when due
-    (401 when it resolves to no one). ``session`` reads the session the request names, after
-    the header is known to be a token (so 401 comes before a bad label's 422). Runs on a worker
-    thread: it touches the database."""
+    (401 when it resolves to no one). ``session`` reads the session the request names; a bad
+    label is 422, after the token is known good (401 comes first). Runs on a worker thread: it
+    touches the database."""
     token = parse_bearer(authorization)
-    seen = session() if session is not None else None
-    if token.startswith(tokens.OPERATOR_TOKEN_PREFIX):
-        seen = None  # the operator has no sessions of an agent
+    seen, bad_session = None, None
+    if session is not None and not token.startswith(tokens.OPERATOR_TOKEN_PREFIX):
+        try:  # the operator has no sessions of an agent: its header is not even read
+            seen = session()
+        except Invalid as exc:
+            bad_session = exc  # told once the token is known good: 401 comes first
     with unit_of_work(db, effects, readonly=True) as uow:
         caller = authenticate(uow, token, seen)
+    if bad_session is not None:
+        raise bad_session
     if needs_touch(caller, db.settings.last_seen_resolution_seconds):
         with unit_of_work(db, effects) as uow:
             touch(uow, caller)
