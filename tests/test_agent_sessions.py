@@ -4,6 +4,7 @@ recorded at most once per ``last_seen_resolution_seconds``. On SQLite and Postgr
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -17,6 +18,7 @@ from inbots.db.engine import Database
 from tests.helpers import Api
 from tests.mcp_client import Tools, over_http, run
 
+CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 SESSION_FIELDS = {"id", "label", "client", "first_seen_at", "last_seen_at", "active"}
 
 
@@ -143,3 +145,23 @@ def test_an_mcp_session_with_a_label_is_listed_under_it(api: Api) -> None:
     sessions = bot.ok("GET", "/me/sessions")["items"]
     assert [s["label"] for s in sessions] == ["planner"]
     assert sessions[0]["client"] == "mcp/0.1.0"
+
+
+def test_the_dashboards_agents_page_lists_each_agents_sessions(api: Api) -> None:
+    """The page as served (the headless-browser check is in test_dashboard.py)."""
+    worker = api.agent("worker")
+    api.agent("quiet")
+    for label in ("laptop", "ci-runner"):
+        worker.ok("GET", "/me", headers=named(label, "harness/2.1"))
+    with httpx.Client(base_url=api.base_url, timeout=30) as page:
+        csrf = CSRF.search(page.get("/login").text)
+        assert csrf
+        signed = page.post("/login", data={"token": api.token, "csrf": csrf.group(1)})
+        assert signed.status_code == 303, signed.text
+        html = page.get("/agents").text
+    row = html[html.index('data-agent="worker"') :]
+    row = row[: row.index("</tr>")]
+    assert row.index("ci-runner") < row.index("laptop")  # most recently seen first
+    assert "harness/2.1" in row and 'data-active="yes"' in row
+    quiet = html[html.index('data-agent="quiet"') :]
+    assert "none named" in quiet[: quiet.index("</tr>")]
