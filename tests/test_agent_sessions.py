@@ -122,6 +122,21 @@ def test_an_mcp_session_is_a_session_with_its_client_info(api: Api) -> None:
     assert len(bot.ok("GET", "/me/sessions")["items"]) == 2
 
 
+def test_an_mcp_client_of_either_protocol_era_is_one_session(api: Api) -> None:
+    """``auto`` picks the 2026 per-request protocol when the server offers it (no initialize,
+    clientInfo on every call), else the handshake: either way one session with its client."""
+    bot = api.agent("bot")
+
+    async def scenario() -> None:
+        async with over_http(api.base_url, bot.token) as tools:
+            await tools.ok("whoami")
+            await tools.ok("check_inbox")
+
+    run(scenario)
+    (session,) = bot.ok("GET", "/me/sessions")["items"]
+    assert session["client"] == "mcp/0.1.0" and session["active"] is True
+
+
 def test_an_mcp_session_with_a_label_is_listed_under_it(api: Api) -> None:
     bot = api.agent("bot")
 
