@@ -256,7 +256,7 @@ def test_inbots_mcp_enroll_registers_then_serves_and_keeps_the_key(
     assert sessions[0]["client"].startswith("inbots-mcp/")
 
 
-def test_inbots_mcp_enroll_refusals_are_one_line(api: Api) -> None:
+def test_inbots_mcp_enroll_refusals_are_one_line(api: Api, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("INBOTS_")}
     env["INBOTS_URL"] = api.base_url
 
@@ -275,4 +275,10 @@ def test_inbots_mcp_enroll_refusals_are_one_line(api: Api) -> None:
     assert "Traceback" not in spent.stderr
     no_name = bridge("--enroll", "enr_" + "y" * 43)
     assert no_name.returncode == 2 and "--name" in no_name.stderr
+    junk = tmp_path / "junk.key"
+    junk.write_text("not a key\n")
+    token = api.ok("POST", "/enrollments", 201)["token"]
+    refused = bridge("--enroll", token, "--name", "nobody", "--key-file", str(junk))
+    assert refused.returncode == 1 and "holds no agent key" in refused.stderr
+    assert api.ok("GET", "/enrollments")["items"][0]["uses_left"] == 1  # nothing registered
     assert api.ok("GET", "/agents")["items"] == []

@@ -226,8 +226,6 @@ def _mcp_enrolled(
         run_enrolled(url, token, name, description, key_file, session)
     except InbotsError as exc:
         fail(f"inbots mcp: could not register {name!r}: {exc.message}", 1)
-    except FileExistsError:
-        fail(f"--key-file {key_file} appeared while registering; not overwriting it.", 1)
 
 
 def _print_minted(token: str | None) -> None:

@@ -59,11 +59,20 @@ async def enroll(
             body["description"] = description
         created = await anonymous.register(body)
     api_key = str(created["api_key"])
+    kept = None
     if key_file is not None:
-        write_key(key_file, api_key)
+        try:
+            write_key(key_file, api_key)
+            kept = key_file
+        except OSError as exc:
+            print(
+                f"inbots mcp: could not write the key to {key_file} ({exc.strerror or exc}).",
+                file=sys.stderr,
+            )
+    if kept is not None:
         print(
             f"inbots mcp: registered @{created['username']} ({created['id']}); its key is in "
-            f"{key_file}.",
+            f"{kept}.",
             file=sys.stderr,
         )
     else:
@@ -77,11 +86,22 @@ async def enroll(
 
 
 def read_key(key_file: Path) -> str | None:
-    """The key kept in ``key_file``, or None when there is no such file."""
+    """The key kept in ``key_file``, or None when there is no such file; InbotsError for a file
+    that holds something else (registering would then have nowhere to keep the new key)."""
     try:
-        return key_file.read_text(encoding="utf-8").strip() or None
+        text = key_file.read_text(encoding="utf-8").strip()
     except FileNotFoundError:
         return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InbotsError(
+            f"--key-file {key_file} cannot be read ({exc}); fix its permissions or give another."
+        ) from None
+    if not text.startswith("agt_"):
+        raise InbotsError(
+            f"--key-file {key_file} exists but holds no agent key (agt_…); remove it to register "
+            "anew, or give another path."
+        )
+    return text
 
 
 def write_key(key_file: Path, api_key: str) -> None:
