@@ -143,17 +143,16 @@ def authenticate(uow: UnitOfWork, token: str, session: SessionSeen | None = None
         if row is None or not tokens.matches(token, row[0].token_hash):
             raise Unauthorized(_BAD_TOKEN)
         return operator_caller(row[1], row[0])
+    # The named session's row comes along (None when there is none yet, or none is named).
+    named = (
+        and_(AgentSession.agent_id == Agent.id, AgentSession.session_key == session.key)
+        if session is not None
+        else literal(False)
+    )
     stmt = (
         select(AgentKey.id, AgentKey.key_hash, AgentKey.last_used_at, Agent, AgentSession)
         .join(Agent, Agent.id == AgentKey.agent_id)
-        .outerjoin(
-            AgentSession,
-            and_(
-                AgentSession.agent_id == Agent.id,
-                AgentSession.session_key == (session.key if session else None),
-                literal(session is not None),
-            ),
-        )
+        .outerjoin(AgentSession, named)
         .where(AgentKey.key_hash == digest)
     )
     found = uow.session.execute(stmt).first()
@@ -183,8 +182,9 @@ def operator_caller(operator: Agent, token: OperatorToken) -> Caller:
 
 
 def needs_touch(caller: Caller, resolution_seconds: float) -> bool:
-    """Whether the agent's ``last_seen_at`` (the operator token's ``last_used_at``) is older than
-    the resolution worth writing down."""
+    """Whether the agent's ``last_seen_at``, its key's ``last_used_at`` or its session's
+    ``last_seen_at`` (for the operator: its token's ``last_used_at``) is older than the
+    resolution worth writing down."""
     if caller.is_operator and caller.token_id is None:
         return False
     now = utcnow()
