@@ -103,6 +103,16 @@ class Settings(BaseSettings):
     new_agent_grace_seconds: PositiveSeconds = 600.0
     last_seen_resolution_seconds: float = Field(default=5.0, ge=0)
 
+    # Enrolment, agent keys and agent sessions (agents-and-governance.md section 3).
+    enrollment_uses_default: int = Field(default=1, ge=1)
+    enrollment_uses_max: int = Field(default=1_000, ge=1)
+    enrollment_expires_in_default: PositiveSeconds = 86_400.0
+    enrollment_expires_in_max: PositiveSeconds = 30 * 86_400.0
+    agent_keys_max: int = Field(default=20, ge=1)
+    key_label_max: int = Field(default=100, ge=1)
+    session_label_max: int = Field(default=64, ge=1, le=200)
+    session_active_seconds: PositiveSeconds = 300.0
+
     # Delivery engine (delivery.md).
     webhook_allow_private: bool = False
     webhook_timeout_seconds: PositiveSeconds = 10.0
@@ -189,6 +199,12 @@ class Settings(BaseSettings):
             raise ValueError("wait_default_seconds: must not exceed INBOTS_WAIT_MAX_SECONDS")
         if self.ttl_min_seconds > self.ttl_max_seconds:
             raise ValueError("ttl_min_seconds: must not exceed INBOTS_TTL_MAX_SECONDS")
+        if self.enrollment_uses_default > self.enrollment_uses_max:
+            raise ValueError("enrollment_uses_default: must not exceed INBOTS_ENROLLMENT_USES_MAX")
+        if self.enrollment_expires_in_default > self.enrollment_expires_in_max:
+            raise ValueError(
+                "enrollment_expires_in_default: must not exceed INBOTS_ENROLLMENT_EXPIRES_IN_MAX"
+            )
         if self.summary_shown > self.summary_max:
             raise ValueError("summary_shown: must not exceed INBOTS_SUMMARY_MAX")
         if self.metrics_public and self.metrics_token:

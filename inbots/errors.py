@@ -4,6 +4,7 @@
 
     InbotsError                     (code, status, message, field)
     ├── Unauthorized                401 unauthorized
+    │   └── EnrollmentInvalid       401 enrollment_invalid (a spent, revoked or expired token)
     ├── Forbidden                   403 forbidden
     ├── NotFound                    404 not_found
     ├── Invalid                     422 validation_error (names the field)
@@ -50,6 +51,10 @@ class InbotsError(Exception):
 class Unauthorized(InbotsError):
     code = "unauthorized"
     status = 401
+
+
+class EnrollmentInvalid(Unauthorized):
+    code = "enrollment_invalid"
 
 
 class Forbidden(InbotsError):

@@ -55,6 +55,11 @@ class Limits(Model):
     ttl_min_seconds: int  # a message's ttl_seconds
     ttl_max_seconds: int
     retention_days: float  # closed threads older than this are deleted (0: kept forever)
+    enrollment_uses_max: int  # uses of one enrolment token
+    enrollment_expires_in_max: float  # seconds an enrolment token may live
+    agent_keys_max: int  # live keys one agent may hold
+    key_label_max: int
+    session_label_max: int  # characters of an X-Inbots-Session label
 
     @classmethod
     def of(cls, settings: Settings) -> Limits:

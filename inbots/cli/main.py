@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
@@ -136,6 +137,41 @@ def mcp_stdio(
             show_default=False,
         ),
     ] = None,
+    enroll: Annotated[
+        str | None,
+        typer.Option(
+            "--enroll",
+            envvar="INBOTS_ENROLLMENT_TOKEN",
+            help="Register a new agent with this enrolment token (enr_…) first, then serve as "
+            "it; needs --name [INBOTS_ENROLLMENT_TOKEN].",
+            show_default=False,
+        ),
+    ] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(help="With --enroll: the new agent's username.", show_default=False),
+    ] = None,
+    description: Annotated[
+        str | None,
+        typer.Option(help="With --enroll: what the agent does.", show_default=False),
+    ] = None,
+    key_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--key-file",
+            envvar="INBOTS_KEY_FILE",
+            help="With --enroll: keep the new key in this file (mode 0600); when it already "
+            "holds a key, serve with it and register nothing [INBOTS_KEY_FILE].",
+            show_default=False,
+        ),
+    ] = None,
+    session: Annotated[
+        str,
+        typer.Option(
+            envvar="INBOTS_SESSION",
+            help="The label this bridge shows in the agent's sessions [INBOTS_SESSION].",
+        ),
+    ] = "stdio",
 ) -> None:
     """Serve the agent tools over MCP stdio, calling the Inbots HTTP API as one agent."""
     if not url:
@@ -145,8 +181,15 @@ def mcp_stdio(
         )
     if not url.startswith(("http://", "https://")):
         fail(f"INBOTS_URL must start with http:// or https:// (got {url!r}).", EXIT_USAGE)
+    if enroll is not None:
+        _mcp_enrolled(url, enroll, name, description, key_file, api_key, session)
+        return
     if not api_key:
-        fail("INBOTS_API_KEY is not set: give the agent's key (agt_…).", EXIT_USAGE)
+        fail(
+            "INBOTS_API_KEY is not set: give the agent's key (agt_…), or register a new agent "
+            "with --enroll enr_… --name NAME.",
+            EXIT_USAGE,
+        )
     if not api_key.startswith("agt_"):
         fail(
             "INBOTS_API_KEY must be an agent key (agt_…); the operator token is not an agent.",
@@ -160,7 +203,35 @@ def mcp_stdio(
         )
     from inbots.mcp.stdio import run
 
-    run(url, api_key)
+    run(url, api_key, session)
+
+
+def _mcp_enrolled(
+    url: str,
+    token: str,
+    name: str | None,
+    description: str | None,
+    key_file: Path | None,
+    api_key: str | None,
+    session: str,
+) -> None:
+    if api_key:
+        fail(
+            "Give either --enroll (to register a new agent) or INBOTS_API_KEY (to serve as an "
+            "existing one), not both.",
+            EXIT_USAGE,
+        )
+    if not token.startswith("enr_"):
+        fail(f"--enroll takes an enrolment token, enr_… (got {token[:4]!r}…).", EXIT_USAGE)
+    if not name:
+        fail("--enroll needs --name: the username the new agent registers.", EXIT_USAGE)
+    from inbots.errors import InbotsError
+    from inbots.mcp.stdio import run_enrolled
+
+    try:
+        run_enrolled(url, token, name, description, key_file, session)
+    except InbotsError as exc:
+        fail(f"inbots mcp: could not register {name!r}: {exc.message}", 1)
 
 
 def _print_minted(token: str | None) -> None:

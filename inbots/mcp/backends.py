@@ -241,12 +241,14 @@ class HttpBackend:
         *,
         limits: Limits | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        session: str | None = None,
     ) -> None:
         self.limits = limits or Limits.defaults()
         self._errors = _error_classes()
         self._client = client.AsyncClient(
             base_url,
-            api_key,
+            api_key or None,  # none only to register (POST /v1/register)
+            session_label=session,  # the agent's sessions list this bridge under that label
             # A long-poll answers within its capped timeout; allow it that long plus slack.
             timeout=httpx.Timeout(30.0, read=self.limits.wait_max_seconds + 30.0),
             headers={"User-Agent": USER_AGENT},
@@ -291,6 +293,11 @@ class HttpBackend:
     async def server_limits(self) -> Limits:
         """The limits the server enforces (``GET /v1/limits``); InbotsError if it cannot tell."""
         return Limits.from_answer(_answer(await self._call(self._client.limits())))
+
+    async def register(self, enrollment_token: str, name: str, description: str | None) -> Json:
+        """``POST /v1/register``: an agent registers itself with an enrolment token."""
+        registered = self._client.register(enrollment_token, name, description)
+        return _answer(await self._call(registered))
 
     async def whoami(self) -> Json:
         return _answer(await self._call(self._client.me()))
