@@ -125,6 +125,7 @@ class Delivery(Model):
     failed_at: Timestamp | None = None
     failure_reason: str | None = None
     stalled_at: Timestamp | None = None
+    expired_at: Timestamp | None = None  # Inbots 1.1: its message's ttl_seconds passed
     publish_count: int = 0
     last_published_at: Timestamp | None = None
     next_attempt_at: Timestamp | None = None
@@ -168,6 +169,8 @@ class Message(Model):
     body: str
     reply_to: str | None
     created_at: Timestamp
+    ttl_seconds: int | None = None  # Inbots 1.1: expiry, when the sender set one
+    expires_at: Timestamp | None = None
     receipts: list[Receipt] | None = None  # Inbots 1.1: the sender's own messages
 
 
