@@ -20,6 +20,7 @@ from inbots.api.routes import (
     inbox,
     limits,
     metrics,
+    search,
     stats,
     threads,
     tokens,
@@ -68,7 +69,18 @@ def create_app(
     app.state.dispatch = dispatch
 
     v1 = APIRouter(prefix="/v1")
-    for module in (agents, webhooks, threads, inbox, deliveries, events, stats, limits, tokens):
+    for module in (
+        agents,
+        webhooks,
+        threads,
+        inbox,
+        search,
+        deliveries,
+        events,
+        stats,
+        limits,
+        tokens,
+    ):
         v1.include_router(module.router)
     app.include_router(v1)
     app.include_router(health.router)

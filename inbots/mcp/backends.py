@@ -43,6 +43,8 @@ from inbots.messages import schemas as messages_schemas
 from inbots.messages import service as messages
 from inbots.messages.models import URGENT
 from inbots.messages.schemas import DirectMessageCreate, MessageCreate
+from inbots.search import service as search
+from inbots.search.schemas import SearchQuery
 from inbots.threads import service as threads
 from inbots.threads.schemas import ThreadCreate, ThreadList
 
@@ -78,6 +80,7 @@ class Backend(Protocol):
         self, state: str | None, thread_id: str | None, cursor: str | None
     ) -> Json: ...
     async def request_close(self, thread_id: str) -> Json: ...
+    async def search_messages(self, request: SearchQuery) -> Json: ...
 
 
 @dataclass(frozen=True)
@@ -205,6 +208,9 @@ class LocalBackend:
 
     async def request_close(self, thread_id: str) -> Json:
         return _json(await self._run(threads.request_close, thread_id))
+
+    async def search_messages(self, request: SearchQuery) -> Json:
+        return _json(await self._run(search.search, request))
 
 
 def _error_classes() -> dict[str, type[InbotsError]]:
@@ -397,3 +403,11 @@ class HttpBackend:
 
     async def request_close(self, thread_id: str) -> Json:
         return await self._call("POST", f"/threads/{_segment(thread_id, 'thread')}/close-request")
+
+    async def search_messages(self, request: SearchQuery) -> Json:
+        params = {
+            name: str(value)
+            for name, value in request.model_dump(exclude_none=True).items()
+            if value != ""
+        }
+        return await self._call("GET", "/search", params=params)
