@@ -110,6 +110,10 @@ def upgrade() -> None:
         "CREATE TRIGGER message_search_title AFTER UPDATE OF title ON threads FOR EACH ROW "
         "WHEN (OLD.title IS DISTINCT FROM NEW.title) EXECUTE FUNCTION message_search_title()"
     )
+    # The index follows every write, a bulk load or a replica's included: fire even under
+    # session_replication_role = replica (which skips ordinary triggers).
+    op.execute("ALTER TABLE messages ENABLE ALWAYS TRIGGER message_search_vector")
+    op.execute("ALTER TABLE threads ENABLE ALWAYS TRIGGER message_search_title")
     op.execute("UPDATE messages SET summary = summary")  # index the messages already there
     op.execute("CREATE INDEX ix_message_search_vector ON messages USING gin (search_vector)")
 
