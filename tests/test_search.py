@@ -12,6 +12,7 @@ from sqlalchemy import text
 
 from inbots.client import Client, InbotsError
 from inbots.db.engine import Database
+from inbots.search.service import snippet
 from tests.conftest import ServerThread
 from tests.helpers import Api, Caller
 from tests.mcp_client import over_http, over_stdio, run
@@ -92,15 +93,16 @@ def test_more_occurrences_rank_higher(api: Api) -> None:
     assert ids(search(bob, "firewall")) == [thrice["message"]["id"], once["message"]["id"]]
 
 
-def test_every_word_must_match_and_words_match_as_prefixes(api: Api) -> None:
+def test_every_word_must_match_as_a_whole_word_in_any_case(api: Api) -> None:
     alice, bob, _ = trio(api)
     thread = alice.open_thread("Ops", ["bob"])
     both = alice.send(thread["id"], "We deployed the canary to staging.")
     alice.send(thread["id"], "We deployed nothing today.")
 
-    assert ids(search(bob, "deploy canary")) == [both["message"]["id"]]
+    assert ids(search(bob, "deployed canary")) == [both["message"]["id"]]
     assert ids(search(bob, "DEPLOYED Canary")) == [both["message"]["id"]]
-    assert search(bob, "deploy giraffe")["items"] == []
+    assert search(bob, "deployed giraffe")["items"] == []
+    assert search(bob, "deploy canary")["items"] == []  # whole words: no prefixes
 
 
 # Filters and paging
@@ -440,3 +442,22 @@ def test_client_search(api: Api, server: ServerThread) -> None:
         with pytest.raises(InbotsError) as refused:
             client.search("***")
         assert refused.value.code == "search_query_invalid"
+
+
+# The snippet, cut here the same way on both engines
+
+
+def test_snippet_marks_whole_words_around_the_best_cluster() -> None:
+    body = "Intro words here. " * 10 + "The Deploy of canary went fine; deploy again later."
+    cut = snippet(["deploy", "canary"], body, None, "Title")
+    assert cut.startswith("…") and "[Deploy] of [canary]" in cut and "[deploy] again" in cut
+    assert "\n" not in cut and len(cut) <= 240
+
+
+def test_snippet_falls_back_to_summary_title_and_the_start() -> None:
+    assert snippet(["plan"], "nothing here", "the plan", "x") == "the [plan]"
+    assert snippet(["plan"], "nothing here", None, "Plan B") == "[Plan] B"
+    assert snippet(["zzz"], "line one\n\nline   two", None, "t") == "line one line two"
+    assert snippet(["deploy"], "deployed and redeploy", None, "t") == "deployed and redeploy"
+    long = snippet(["x"], "x " + "word " * 200, None, "t")
+    assert long.startswith("[x] word") and long.endswith("…") and len(long) <= 240

@@ -467,9 +467,8 @@ def tool_specs() -> list[ToolSpec]:
             title="Search messages",
             description=(
                 "Find messages by their words, best match first: a message matches when every "
-                "word of q is in its thread's title, its summary or its body (any case; a word "
-                "of three or more letters also matches the start of a longer one, so deploy "
-                "finds deployed). q is plain text, up to {search_query_max} characters and "
+                "word of q is in its thread's title, its summary or its body, as a whole word in "
+                "any case (deploy does not find deployed). q is plain text, up to {search_query_max} characters and "
                 "{search_words_max} words: quotes, *, %, _, parentheses and AND/OR/NEAR are not "
                 "operators (punctuation only separates words). You search the threads you are "
                 "in that are not closed, nothing else. Narrow with sender (a username), thread "

@@ -13,10 +13,11 @@ class SearchQuery(Request):
 
     q: str = Field(
         description="The words to find, as plain text (up to {search_query_max} characters, "
-        "{search_words_max} words): a message matches when it holds every word, each also as "
-        "the start of a longer word, in its thread's title, its summary or its body, in any "
-        "case. Punctuation, quotes, * and operators such as AND, OR or NEAR are not query "
-        "syntax: punctuation separates words, and AND, OR, NEAR are words like any other.",
+        "{search_words_max} words): a message matches when every word is in its thread's "
+        "title, its summary or its body, as a whole word in any case (deploy does not find "
+        "deployed: search for the word as it is written). Punctuation, quotes, * and operators "
+        "such as AND, OR or NEAR are not query syntax: punctuation separates words, and AND, "
+        "OR, NEAR are words like any other.",
         json_schema_extra=bounds(minLength=1, maxLength="search_query_max"),
     )
     sender: str | None = Field(

@@ -5,8 +5,12 @@ The index is the database's own (migration 0010): FTS5 on SQLite, a ``tsvector``
 index on PostgreSQL, both kept by triggers. ``q`` is user text and never query syntax: it is cut
 into words here (letters and digits; everything else separates them), and the engine's query is
 built from those words alone, each quoted, so quotes, ``*``, ``%``, ``_``, ``NEAR``, ``AND`` or
-parentheses can neither change the query nor break it. A word of three or more characters also
-matches as the start of a longer one (``deploy`` finds ``deployed``), on both engines alike.
+parentheses can neither change the query nor break it. Words match whole words, in any case,
+on both engines alike (no stemming, no prefixes: a prefix query costs a merge of every word it
+starts, on each search, and both engines' behaviour would then differ).
+
+Ranking first selects only the ids in rank order (joined to no more than the filters need), then
+reads the page's rows; the snippet is cut here from the page's text, the same on both engines.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
+    Select,
     column,
     func,
     literal_column,
@@ -39,8 +44,9 @@ from inbots.search.schemas import SearchHit, SearchQuery, SearchResults
 from inbots.threads.models import CLOSED, Participant, Thread
 
 WORD = re.compile(r"[^\W_]+")  # letters and digits, as both engines' tokenizers cut words
-PREFIX_FROM = 3  # a word this long also matches as the start of a longer word
 SNIPPET_MAX = 240  # characters of a snippet
+SNIPPET_WORDS = 24  # words of a snippet
+SNIPPET_BEFORE = 6  # words shown before the first match
 
 # SQLite: the FTS5 table (title, summary, body) and the map giving each message its rowid.
 FTS = table("message_search", column("rowid"))
@@ -53,9 +59,6 @@ FTS_WEIGHTS = (10.0, 4.0, 1.0)
 AS_IS_THREAD: ColumnElement[str] = literal_column("+messages.thread_id")
 # PostgreSQL: the trigger-kept tsvector of messages (title weighted A, summary B, body C).
 VECTOR: ColumnElement[Any] = literal_column("messages.search_vector")
-HEADLINE = (
-    'StartSel=[, StopSel=], MaxWords=30, MinWords=12, MaxFragments=2, FragmentDelimiter=" … "'
-)
 
 
 def words_of(q: object, settings: Settings) -> list[str]:
@@ -172,8 +175,7 @@ def _visible(
     return where
 
 
-# What a hit shows, in SearchHit's order; every search joins threads (title, status) and agents
-# (the sender's username) to the messages it finds.
+# What a hit shows, in SearchHit's order (the body only to cut the snippet from).
 HIT = (
     Message.id,
     Message.thread_id,
@@ -182,81 +184,86 @@ HIT = (
     Message.kind,
     Message.summary,
     Message.created_at,
+    Message.body,
 )
-THREAD = Thread.id == Message.thread_id
-SENDER = Agent.id == Message.sender_id
+
+
+def _scoped(stmt: Select[Any], caller: Caller, f: _Filters, by_thread: Any) -> Select[Any]:
+    """The ranking query, joined only to what its filters need (threads for an agent's
+    visibility, agents for ``sender``), so a word in many messages costs little per match."""
+    if not caller.is_operator:
+        stmt = stmt.join(Thread, Thread.id == Message.thread_id)
+    if f.sender is not None:
+        stmt = stmt.join(Agent, Agent.id == Message.sender_id)
+    return stmt.where(*_visible(caller, f, by_thread))
 
 
 def _fts_match(words: list[str]) -> str:
-    # Each word a quoted FTS5 string (letters and digits only, so nothing to escape), all
-    # required; a long enough word also as a prefix.
-    return " ".join(f'"{w}"*' if len(w) >= PREFIX_FROM else f'"{w}"' for w in words)
+    # Each word a quoted FTS5 string (letters and digits only, so nothing to escape); all
+    # required.
+    return " ".join(f'"{w}"' for w in words)
 
 
-def _sqlite(uow: UnitOfWork, caller: Caller, f: _Filters) -> tuple[list[Any], dict[str, str]]:
-    match = _fts_match(f.words)
+def _ranked_sqlite(uow: UnitOfWork, caller: Caller, f: _Filters) -> list[str]:
     score = func.bm25(literal_column("message_search"), *FTS_WEIGHTS)
     stmt = (
-        select(*HIT, FTS_ROWS.c.rowid)
+        select(Message.id)
         .select_from(FTS)
         .join(FTS_ROWS, FTS_ROWS.c.rowid == FTS.c.rowid)
         .join(Message, Message.id == FTS_ROWS.c.message_id)
-        .join(Thread, THREAD)
-        .join(Agent, SENDER)
-        .where(text("message_search MATCH :match").bindparams(match=match), *_visible(caller, f))
+        .where(text("message_search MATCH :match").bindparams(match=_fts_match(f.words)))
     )
-    rows = uow.session.execute(
-        stmt.order_by(score, Message.id.desc()).offset(f.offset).limit(f.count + 1)
-    ).all()
-    page = rows[: f.count]
-    snippets: dict[str, str] = {}
-    if page:
-        by_rowid: dict[int, str] = {int(row[-1]): str(row[0]) for row in page}
-        found = uow.session.execute(
-            text(
-                "SELECT rowid, snippet(message_search, -1, '[', ']', '…', 24) FROM message_search "
-                "WHERE message_search MATCH :match AND rowid IN ("
-                + ", ".join(str(int(r)) for r in by_rowid)
-                + ")"
-            ).bindparams(match=match)
-        ).all()
-        snippets = {by_rowid[r]: s for r, s in found}
-    return [tuple(row)[:-1] for row in rows], snippets
+    stmt = _scoped(stmt, caller, f, AS_IS_THREAD)
+    ordered = stmt.order_by(score, Message.id.desc()).offset(f.offset).limit(f.count + 1)
+    return list(uow.session.scalars(ordered))
 
 
-def _postgres(uow: UnitOfWork, caller: Caller, f: _Filters) -> tuple[list[Any], dict[str, str]]:
-    # Each word a quoted lexeme (letters and digits only, so nothing to escape), all required.
-    terms = " & ".join(f"'{w}':*" if len(w) >= PREFIX_FROM else f"'{w}'" for w in f.words)
+def _ranked_postgres(uow: UnitOfWork, caller: Caller, f: _Filters) -> list[str]:
+    # Each word a quoted lexeme (letters and digits only, so nothing to escape); all required.
+    terms = " & ".join(f"'{w}'" for w in f.words)
     query = func.to_tsquery(literal_column("'simple'::regconfig"), terms)
     score = func.ts_rank(VECTOR, query, 1)
-    stmt = (
-        select(*HIT)
-        .select_from(Message)
-        .join(Thread, THREAD)
-        .join(Agent, SENDER)
-        .where(VECTOR.op("@@")(query), *_visible(caller, f))
-    )
-    rows = uow.session.execute(
-        stmt.order_by(score.desc(), Message.id.desc()).offset(f.offset).limit(f.count + 1)
-    ).all()
-    page = rows[: f.count]
-    snippets: dict[str, str] = {}
-    if page:
-        document = func.concat_ws(" — ", Message.summary, Message.body)
-        found = uow.session.execute(
-            select(
-                Message.id,
-                func.ts_headline(literal_column("'simple'::regconfig"), document, query, HEADLINE),
-            ).where(Message.id.in_([row[0] for row in page]))
-        ).all()
-        snippets = {message_id: s for message_id, s in found}
-    return [tuple(row) for row in rows], snippets
+    stmt = _scoped(select(Message.id).where(VECTOR.op("@@")(query)), caller, f, None)
+    ordered = stmt.order_by(score.desc(), Message.id.desc()).offset(f.offset).limit(f.count + 1)
+    return list(uow.session.scalars(ordered))
 
 
-def _plain(snippet: str | None) -> str:
-    """One line of plain text, at most ``SNIPPET_MAX`` characters."""
-    line = " ".join((snippet or "").split())
-    return line if len(line) <= SNIPPET_MAX else line[: SNIPPET_MAX - 1].rstrip() + "…"
+def snippet(words: list[str], *texts: str | None) -> str:
+    """The words around the best cluster of matches in the first of ``texts`` that has one (the
+    body, then the summary, then the title), each match in [brackets]: one line of plain text,
+    at most ``SNIPPET_MAX`` characters, with … where it was cut."""
+    wanted = set(words)
+    for text_ in [t for t in texts if t]:
+        tokens = list(WORD.finditer(text_))
+        hits = [i for i, m in enumerate(tokens) if m.group().lower() in wanted]
+        if hits:
+            break
+    else:
+        first = next((t for t in texts if t), "")
+        return _cut(" ".join(first.split()), False)
+    # The window of SNIPPET_WORDS words, starting a little before a match, holding most matches.
+    best = max(hits, key=lambda h: sum(1 for x in hits if h <= x < h + SNIPPET_WORDS))
+    start = max(0, best - SNIPPET_BEFORE)
+    end = min(len(tokens), start + SNIPPET_WORDS)
+    marked = set(hits)
+    parts: list[str] = []
+    at = tokens[start].start() if start else 0
+    for i in range(start, end):
+        m = tokens[i]
+        parts.append(text_[at : m.start()])
+        parts.append(f"[{m.group()}]" if i in marked else m.group())
+        at = m.end()
+    cut_after = end < len(tokens)
+    if not cut_after:
+        parts.append(text_[at:])
+    line = " ".join("".join(parts).split())
+    return ("…" if start else "") + _cut(line, cut_after)
+
+
+def _cut(line: str, more: bool) -> str:
+    if len(line) > SNIPPET_MAX - 1:
+        return line[: SNIPPET_MAX - 1].rstrip() + "…"
+    return line + "…" if more else line
 
 
 @reads
@@ -267,21 +274,32 @@ def search(uow: UnitOfWork, caller: Caller, request: SearchQuery) -> SearchResul
     the operator, its whole workspace. ``next_cursor`` continues with the next results."""
     f = _check(request, uow.settings)
     postgres = uow.session.get_bind().dialect.name == "postgresql"
-    rows, snippets = (_postgres if postgres else _sqlite)(uow, caller, f)
-    page = rows[: f.count]
-    items = [
-        SearchHit(
-            message_id=message_id,
-            thread_id=thread_id,
-            thread_title=title,
-            sender=sender,
-            kind=kind,
-            summary=summary,
-            snippet=_plain(snippets.get(message_id)),
-            created_at=created_at,
+    ranked = (_ranked_postgres if postgres else _ranked_sqlite)(uow, caller, f)
+    page = ranked[: f.count]
+    found = {
+        row[0]: row
+        for row in uow.session.execute(
+            select(*HIT)
+            .join(Thread, Thread.id == Message.thread_id)
+            .join(Agent, Agent.id == Message.sender_id)
+            .where(Message.id.in_(page))
         )
-        for message_id, thread_id, title, sender, kind, summary, created_at in page
-    ]
-    more = len(rows) > f.count
+    }
+    items = []
+    for message_id in page:
+        _, thread_id, title, sender, kind, summary, created_at, body = found[message_id]
+        items.append(
+            SearchHit(
+                message_id=message_id,
+                thread_id=thread_id,
+                thread_title=title,
+                sender=sender,
+                kind=kind,
+                summary=summary,
+                snippet=snippet(f.words, body, summary, title),
+                created_at=created_at,
+            )
+        )
+    more = len(ranked) > f.count
     next_cursor = encode_cursor(f"at_{f.offset + f.count}") if more else None
     return SearchResults(items=items, next_cursor=next_cursor)
