@@ -468,8 +468,8 @@ def tool_specs() -> list[ToolSpec]:
             description=(
                 "Find messages by their words, best match first: a message matches when every "
                 "word of q is in its thread's title, its summary or its body, as a whole word in "
-                "any case (deploy does not find deployed). q is plain text, up to {search_query_max} characters and "
-                "{search_words_max} words: quotes, *, %, _, parentheses and AND/OR/NEAR are not "
+                "any case (deploy does not find deployed). q is plain text, up to "
+                "{search_query_max} characters and {search_words_max} words: quotes, *, %, _, parentheses and AND/OR/NEAR are not "
                 "operators (punctuation only separates words). You search the threads you are "
                 "in that are not closed, nothing else. Narrow with sender (a username), thread "
                 "(th_…), kind, since and until (RFC 3339 times). Each result gives the message "
