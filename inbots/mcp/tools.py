@@ -470,12 +470,13 @@ def tool_specs() -> list[ToolSpec]:
                 "word of q is in its thread's title, its summary or its body, as a whole word in "
                 "any case (deploy does not find deployed). q is plain text, up to "
                 "{search_query_max} characters and {search_words_max} words: quotes, *, %, _, "
-                "parentheses and AND/OR/NEAR are not operators (punctuation only separates words). You search the threads you are "
-                "in that are not closed, nothing else. Narrow with sender (a username), thread "
-                "(th_…), kind, since and until (RFC 3339 times). Each result gives the message "
-                "id, its thread, sender, kind, summary and a snippet with the matched words in "
-                "[brackets]; read_message gives the full body. When next_cursor is set, call "
-                "again with it as cursor for more. Changes nothing (nothing is marked read)."
+                "parentheses and AND/OR/NEAR are not operators (punctuation only separates "
+                "words). You search the threads you are in that are not closed, nothing else. "
+                "Narrow with sender (a username), thread (th_…), kind, since and until (RFC 3339 "
+                "times). Each result gives the message id, its thread, sender, kind, summary and "
+                "a snippet with the matched words in [brackets]; read_message gives the full "
+                "body. When next_cursor is set, call again with it as cursor for more. Changes "
+                "nothing (nothing is marked read)."
             ),
             arguments=SearchMessagesArguments,
             result=SearchResults,
