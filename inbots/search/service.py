@@ -53,10 +53,6 @@ FTS = table("message_search", column("rowid"))
 FTS_ROWS = table("message_search_rows", column("rowid"), column("message_id"))
 # bm25 column weights: a word in the title counts most, then the summary, then the body.
 FTS_WEIGHTS = (10.0, 4.0, 1.0)
-# ``+thread_id``: the same value, but no index on it. SQLite would otherwise take the
-# (thread_id, id) index for an agent's threads and probe the full-text match once per message of
-# them (seconds for a common word); without it, the match drives and the rest are lookups.
-AS_IS_THREAD: ColumnElement[str] = literal_column("+messages.thread_id")
 # PostgreSQL: the trigger-kept tsvector of messages (title weighted A, summary B, body C).
 VECTOR: ColumnElement[Any] = literal_column("messages.search_vector")
 
@@ -152,20 +148,33 @@ def _check(request: SearchQuery, settings: Settings) -> _Filters:
     return _Filters(words, sender, thread, kind, since, until, count, _offset(request.cursor))
 
 
+@dataclass(frozen=True)
+class _Columns:
+    """The message columns the filters compare: on SQLite unindexed (``+thread_id``), so that
+    the full-text match drives the query and never runs once per message of a thread or sender
+    (seconds for a common word); on PostgreSQL the columns themselves (its planner weighs them)."""
+
+    thread_id: ColumnElement[str]
+    sender_id: ColumnElement[str]
+
+
+INDEXED = _Columns(Message.thread_id, Message.sender_id)  # type: ignore[arg-type]
+UNINDEXED = _Columns(literal_column("+messages.thread_id"), literal_column("+messages.sender_id"))
+
+
 def _visible(
-    caller: Caller, f: _Filters, thread_column: ColumnElement[str] | None = None
+    caller: Caller, f: _Filters, sender_id: str | None, cols: _Columns
 ) -> list[ColumnElement[bool]]:
     """What the caller may read, and the filters: an agent, the messages of threads it is in
     that are not closed; the operator, every message of its workspace; nobody another's."""
     where: list[ColumnElement[bool]] = [Message.workspace_id == caller.workspace_id]
     if not caller.is_operator:
         mine = select(Participant.thread_id).where(Participant.agent_id == caller.agent_id)
-        by_thread = Message.thread_id if thread_column is None else thread_column
-        where += [by_thread.in_(mine), Thread.status != CLOSED]
-    if f.sender is not None:
-        where.append(Agent.username == f.sender)
+        where += [cols.thread_id.in_(mine), Thread.status != CLOSED]
+    if sender_id is not None:
+        where.append(cols.sender_id == sender_id)
     if f.thread is not None:
-        where.append(Message.thread_id == f.thread)
+        where.append(cols.thread_id == f.thread)
     if f.kind is not None:
         where.append(Message.kind == f.kind)
     if f.since is not None:
@@ -188,14 +197,14 @@ HIT = (
 )
 
 
-def _scoped(stmt: Select[Any], caller: Caller, f: _Filters, by_thread: Any) -> Select[Any]:
+def _scoped(
+    stmt: Select[Any], caller: Caller, f: _Filters, sender_id: str | None, cols: _Columns
+) -> Select[Any]:
     """The ranking query, joined only to what its filters need (threads for an agent's
-    visibility, agents for ``sender``), so a word in many messages costs little per match."""
+    visibility), so a word in many messages costs little per match."""
     if not caller.is_operator:
         stmt = stmt.join(Thread, Thread.id == Message.thread_id)
-    if f.sender is not None:
-        stmt = stmt.join(Agent, Agent.id == Message.sender_id)
-    return stmt.where(*_visible(caller, f, by_thread))
+    return stmt.where(*_visible(caller, f, sender_id, cols))
 
 
 def _fts_match(words: list[str]) -> str:
@@ -204,7 +213,9 @@ def _fts_match(words: list[str]) -> str:
     return " ".join(f'"{w}"' for w in words)
 
 
-def _ranked_sqlite(uow: UnitOfWork, caller: Caller, f: _Filters) -> list[str]:
+def _ranked_sqlite(
+    uow: UnitOfWork, caller: Caller, f: _Filters, sender_id: str | None
+) -> list[str]:
     score = func.bm25(literal_column("message_search"), *FTS_WEIGHTS)
     stmt = (
         select(Message.id)
@@ -213,17 +224,19 @@ def _ranked_sqlite(uow: UnitOfWork, caller: Caller, f: _Filters) -> list[str]:
         .join(Message, Message.id == FTS_ROWS.c.message_id)
         .where(text("message_search MATCH :match").bindparams(match=_fts_match(f.words)))
     )
-    stmt = _scoped(stmt, caller, f, AS_IS_THREAD)
+    stmt = _scoped(stmt, caller, f, sender_id, UNINDEXED)
     ordered = stmt.order_by(score, Message.id.desc()).offset(f.offset).limit(f.count + 1)
     return list(uow.session.scalars(ordered))
 
 
-def _ranked_postgres(uow: UnitOfWork, caller: Caller, f: _Filters) -> list[str]:
+def _ranked_postgres(
+    uow: UnitOfWork, caller: Caller, f: _Filters, sender_id: str | None
+) -> list[str]:
     # Each word a quoted lexeme (letters and digits only, so nothing to escape); all required.
     terms = " & ".join(f"'{w}'" for w in f.words)
     query = func.to_tsquery(literal_column("'simple'::regconfig"), terms)
     score = func.ts_rank(VECTOR, query, 1)
-    stmt = _scoped(select(Message.id).where(VECTOR.op("@@")(query)), caller, f, None)
+    stmt = _scoped(select(Message.id).where(VECTOR.op("@@")(query)), caller, f, sender_id, INDEXED)
     ordered = stmt.order_by(score.desc(), Message.id.desc()).offset(f.offset).limit(f.count + 1)
     return list(uow.session.scalars(ordered))
 
@@ -273,8 +286,17 @@ def search(uow: UnitOfWork, caller: Caller, request: SearchQuery) -> SearchResul
     sender, thread, kind and time. An agent searches the threads it is in that are not closed;
     the operator, its whole workspace. ``next_cursor`` continues with the next results."""
     f = _check(request, uow.settings)
+    sender_id = None
+    if f.sender is not None:
+        sender_id = uow.session.scalar(
+            select(Agent.id).where(
+                Agent.workspace_id == caller.workspace_id, Agent.username == f.sender
+            )
+        )
+        if sender_id is None:  # nobody of that name here: nothing they sent to find
+            return SearchResults(items=[], next_cursor=None)
     postgres = uow.session.get_bind().dialect.name == "postgresql"
-    ranked = (_ranked_postgres if postgres else _ranked_sqlite)(uow, caller, f)
+    ranked = (_ranked_postgres if postgres else _ranked_sqlite)(uow, caller, f, sender_id)
     page = ranked[: f.count]
     found = {
         row[0]: row
