@@ -15,9 +15,11 @@ from inbots.api.limits import BodyLimit, HeadLimits
 from inbots.api.routes import (
     agents,
     deliveries,
+    enrollments,
     events,
     health,
     inbox,
+    keys,
     limits,
     metrics,
     search,
@@ -71,6 +73,8 @@ def create_app(
     v1 = APIRouter(prefix="/v1")
     for module in (
         agents,
+        keys,
+        enrollments,
         webhooks,
         threads,
         inbox,

@@ -17,7 +17,7 @@ NOTE: a later batch migration that recreates ``messages`` or ``threads`` on SQLi
 triggers; it must create them again (``SQLITE_TRIGGERS`` below).
 
 Revision ID: 0010
-Revises: 0009
+Revises: 0013
 Create Date: 2026-12-03 10:00:00
 """
 
@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = "0010"
-down_revision: str | None = "0009"
+down_revision: str | None = "0013"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
