@@ -164,6 +164,11 @@ def _texts(rng: random.Random, low: int, high: int, n: int = 400) -> list[str]:
     return pool
 
 
+def tag_word(n: int) -> str:
+    """The ``n``-th rare word ``seed_inbox(tags=…)`` puts in bodies."""
+    return f"case{n:04d}"
+
+
 def seed_inbox(
     engine: Engine,
     *,
@@ -173,13 +178,18 @@ def seed_inbox(
     reader_unacked: int,
     reader_acked: int,
     seed: int = 20261129,
+    tags: int = 0,
 ) -> InboxSeed:
     """Store ``deliveries`` deliveries in one workspace, ``reader_unacked`` of them unacknowledged
     for ``reader_id`` and ``reader_acked`` acknowledged; the rest go to ``PEERS`` other agents,
     ``OTHERS_UNACKED`` of them unacknowledged. Each message has five recipients in a six-person
     thread; the reader never sends, so it receives every message of the threads it is in. The
-    reader's mail is interleaved with everyone else's in time (id) order."""
+    reader's mail is interleaved with everyone else's in time (id) order. With ``tags``, each
+    body also ends with one of that many rare words (``case0000``, ``case0001``, …), drawn from
+    a generator of its own (the rest of the seed is the same with or without): words a search
+    finds in about one message in ``tags``."""
     rng = random.Random(seed)
+    tag_rng = random.Random(seed + 1)
     ids = Ids()
     now = datetime.now(UTC)
     reader_messages = reader_unacked + reader_acked
@@ -223,14 +233,18 @@ def seed_inbox(
         sent_at = start + timedelta(seconds=index)
         done_at = sent_at + timedelta(seconds=30)
         body = rng.choice(bodies)
+        kind = rng.choice(KINDS)  # drawn in this order, as always: body, kind, summary
+        summary = rng.choice(summaries) if len(body) > 200 else None
+        if tags:
+            body += f" {tag_word(tag_rng.randrange(tags))}"
         message_id = ids("msg", sent_at)
         messages.append(
             {
                 "id": message_id,
                 "thread_id": thread_id,
                 "sender_id": sender,
-                "kind": rng.choice(KINDS),
-                "summary": rng.choice(summaries) if len(body) > 200 else None,
+                "kind": kind,
+                "summary": summary,
                 "body": body,
                 "created_at": sent_at,
             }

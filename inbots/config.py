@@ -95,6 +95,8 @@ class Settings(BaseSettings):
     check_inbox_default: int = Field(default=20, ge=1)
     check_inbox_max: int = Field(default=50, ge=1)
     inbox_bodies_max: int = Field(default=20, ge=1)  # items a page when the page carries bodies
+    search_query_max: int = Field(default=200, ge=1)  # characters of a search's q
+    search_words_max: int = Field(default=12, ge=1)  # words a search's q may hold
     wait_default_seconds: PositiveSeconds = 30.0
     wait_max_seconds: PositiveSeconds = 60.0
 

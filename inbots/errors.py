@@ -10,6 +10,7 @@
     ├── Invalid                     422 validation_error (names the field)
     │   ├── UnknownField            422 unknown_field (a request field that does not exist)
     │   ├── SummaryRequired         422 summary_required
+    │   ├── SearchQueryInvalid      422 search_query_invalid (a search with nothing to search for)
     │   └── WebhookUrlRejected      422 webhook_url_rejected
     ├── Conflict                    409 conflict
     │   ├── UsernameTaken           409 username_taken
@@ -78,6 +79,10 @@ class UnknownField(Invalid):
 
 class SummaryRequired(Invalid):
     code = "summary_required"
+
+
+class SearchQueryInvalid(Invalid):
+    code = "search_query_invalid"
 
 
 class WebhookUrlRejected(Invalid):

@@ -46,6 +46,8 @@ class Limits(Model):
     check_inbox_default: int
     check_inbox_max: int
     inbox_bodies_max: int  # an inbox page with bodies lists at most this many
+    search_query_max: int  # characters of a search's q
+    search_words_max: int  # words of a search's q
     wait_default_seconds: float
     wait_max_seconds: float
     cap_per_recipient: int  # unacknowledged deliveries one agent may hold (0: no cap)

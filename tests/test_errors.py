@@ -483,6 +483,12 @@ def test_odd_query_parameters_never_give_500(api: Api, scene: Scene) -> None:
             (b, "GET", "/inbox", {"params": {"limit": value}}),
             (a, "GET", "/directory", {"params": {"query": value}}),
             (a, "GET", "/directory", {"params": {"active": value}}),
+            (a, "GET", "/search", {"params": {"q": value}}),
+            *[
+                (caller, "GET", "/search", {"params": {"q": "x", name: value}})
+                for caller in (a, api)
+                for name in ("sender", "thread", "kind", "since", "until", "limit", "cursor")
+            ],
         ]
     cases += [
         (a, "GET", history, {"params": {"since": "2026-13-45T99:99:99Z"}}),

@@ -54,6 +54,7 @@ TOOLS = [
     "wait_for_mail",
     "check_sent",
     "request_close",
+    "search_messages",
 ]
 INITIALIZE = {
     "jsonrpc": "2.0",

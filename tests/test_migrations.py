@@ -20,7 +20,7 @@ from sqlalchemy import create_engine, inspect, text
 
 from inbots.config import load_settings
 from inbots.db.base import Base, import_models
-from inbots.db.migrate import alembic_config
+from inbots.db.migrate import alembic_config, include_name
 from tests.conftest import IN_CI, PG_ADMIN_URL, _pg_available
 from tests.processes import inbots_executable
 
@@ -137,7 +137,12 @@ def test_migrated_schema_matches_the_models(fresh_url: str, tmp_path: Path) -> N
     try:
         with engine.connect() as conn:
             context = MigrationContext.configure(
-                conn, opts={"compare_type": True, "target_metadata": Base.metadata}
+                conn,
+                opts={
+                    "compare_type": True,
+                    "target_metadata": Base.metadata,
+                    "include_name": include_name,
+                },
             )
             differences = compare_metadata(context, Base.metadata)
     finally:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -12,6 +14,27 @@ from inbots.config import Settings
 from inbots.db.engine import Database, normalize_url
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+# The message search index (migration 0010) is owned by the migrations, not the models: an FTS5
+# table and its row map on SQLite, a trigger-kept tsvector column and its GIN index on PostgreSQL.
+SEARCH_TABLE_PREFIX = "message_search"
+SEARCH_COLUMN = ("messages", "search_vector")
+SEARCH_INDEX = "ix_message_search_vector"
+
+
+def include_name(name: str | None, type_: str, parent_names: Mapping[Any, str | None]) -> bool:
+    """Alembic's ``include_name`` hook: whether autogenerate compares this object with the models
+    (every one but the search index's)."""
+    if name is None:
+        return True
+    if type_ == "table":
+        return not name.startswith(SEARCH_TABLE_PREFIX)
+    if type_ == "column":
+        return (parent_names.get("table_name"), name) != SEARCH_COLUMN
+    if type_ == "index":
+        return name != SEARCH_INDEX
+    return True
 
 
 def alembic_config(settings: Settings) -> Config:

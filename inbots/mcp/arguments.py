@@ -19,6 +19,7 @@ from inbots.errors import Invalid
 from inbots.kit.schema import Request, choice
 from inbots.limits import bounds
 from inbots.messages.schemas import DirectMessageCreate, MessageCreate, NewThread
+from inbots.search.schemas import SearchQuery
 from inbots.threads.schemas import ParticipantAdd, ThreadCreate
 
 
@@ -208,3 +209,8 @@ class CheckSentArguments(Arguments):
     cursor: str | None = Field(
         default=None, description="The next_cursor of the previous page, to read on."
     )
+
+
+class SearchMessagesArguments(SearchQuery, Arguments):
+    def request(self) -> SearchQuery:
+        return SearchQuery.model_validate(self.model_dump(include=set(SearchQuery.model_fields)))

@@ -42,6 +42,8 @@ from inbots.messages import schemas as messages_schemas
 from inbots.messages import service as messages
 from inbots.messages.models import URGENT
 from inbots.messages.schemas import DirectMessageCreate, MessageCreate
+from inbots.search import service as search
+from inbots.search.schemas import SearchQuery
 from inbots.threads import service as threads
 from inbots.threads.schemas import ThreadCreate, ThreadList
 
@@ -77,6 +79,7 @@ class Backend(Protocol):
         self, state: str | None, thread_id: str | None, cursor: str | None
     ) -> Json: ...
     async def request_close(self, thread_id: str) -> Json: ...
+    async def search_messages(self, request: SearchQuery) -> Json: ...
 
 
 @dataclass(frozen=True)
@@ -198,6 +201,9 @@ class LocalBackend:
 
     async def request_close(self, thread_id: str) -> Json:
         return _json(await self._run(threads.request_close, thread_id))
+
+    async def search_messages(self, request: SearchQuery) -> Json:
+        return _json(await self._run(search.search, request))
 
 
 def _error_classes() -> dict[str, type[InbotsError]]:
@@ -398,3 +404,16 @@ class HttpBackend:
     async def request_close(self, thread_id: str) -> Json:
         closing = self._client.close_request(_path_id(thread_id, "thread"))
         return _answer(await self._call(closing))
+
+    async def search_messages(self, request: SearchQuery) -> Json:
+        found = self._client.search(
+            request.q,
+            sender=request.sender,
+            thread=request.thread,
+            kind=request.kind,  # type: ignore[arg-type]  # checked by the server, with its sentence
+            since=request.since,
+            until=request.until,
+            limit=request.limit,
+            cursor=request.cursor,
+        )
+        return _answer(await self._call(found))

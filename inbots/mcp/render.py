@@ -277,3 +277,26 @@ def render_outbox(page: Json) -> str:
         "failed: it has not moved."
     )
     return "\n".join(lines)
+
+
+def render_search(page: Json) -> str:
+    items = page["items"]
+    if not items:
+        return (
+            "No message you can read holds all of these words. Try fewer or other words, or "
+            "drop a filter."
+        )
+    lines = [f"{_plural(len(items), 'message')} found, best match first:"]
+    for hit in items:
+        lines.append(
+            f"- {hit['message_id']} ({hit['kind']}) from {hit['sender']} in thread "
+            f'{hit["thread_id"]} "{hit["thread_title"]}", {hit["created_at"]}'
+        )
+        if hit.get("summary"):
+            lines.append(f"  summary: {hit['summary']}")
+        if hit.get("snippet"):
+            lines.append(f"  {hit['snippet']}")
+    if page.get("next_cursor"):
+        lines.append(f"More follow: search_messages again with cursor {page['next_cursor']!r}.")
+    lines.append("read_message with a message id gives its full body.")
+    return "\n".join(lines)

@@ -41,6 +41,7 @@ from inbots.mcp.arguments import (
     OpenThreadArguments,
     ReadMessageArguments,
     ReadThreadArguments,
+    SearchMessagesArguments,
     SendMessageArguments,
     ThreadArguments,
     WaitForMailArguments,
@@ -56,12 +57,14 @@ from inbots.mcp.render import (
     render_message,
     render_opened,
     render_outbox,
+    render_search,
     render_sent,
     render_thread,
     render_threads,
     render_whoami,
 )
 from inbots.messages.schemas import History, MessageWithDelivery, Outbox, SendResult
+from inbots.search.schemas import SearchResults
 from inbots.threads.schemas import ThreadList, ThreadRead
 
 log = logging.getLogger(__name__)
@@ -75,7 +78,8 @@ have acted on it - or decided not to - acknowledge it, with outcome done or decl
 message you receive needs an acknowledgement. Before opening a thread, check list_threads and
 reuse the thread for that task if there is one. To see what became of messages you sent (read,
 done, declined and why), check_sent; to be woken when a recipient acknowledges one,
-wait_for_mail with include_receipts. With nothing else to do, wait_for_mail instead of polling."""
+wait_for_mail with include_receipts. To find an earlier message by its words, search_messages.
+With nothing else to do, wait_for_mail instead of polling."""
 
 
 class InternalError(InbotsError):
@@ -457,5 +461,27 @@ def tool_specs() -> list[ToolSpec]:
             invoke=lambda b, a: b.request_close(a.thread_id),
             render=render_close_requested,
             idempotent=True,
+        ),
+        ToolSpec(
+            name="search_messages",
+            title="Search messages",
+            description=(
+                "Find messages by their words, best match first: a message matches when every "
+                "word of q is in its thread's title, its summary or its body, as a whole word in "
+                "any case (deploy does not find deployed). q is plain text, up to "
+                "{search_query_max} characters and {search_words_max} words: quotes, *, %, _, "
+                "parentheses and AND/OR/NEAR are not operators (punctuation only separates "
+                "words). You search the threads you are in that are not closed, nothing else. "
+                "Narrow with sender (a username), thread (th_…), kind, since and until (RFC 3339 "
+                "times). Each result gives the message id, its thread, sender, kind, summary and "
+                "a snippet with the matched words in [brackets]; read_message gives the full "
+                "body. When next_cursor is set, call again with it as cursor for more. Changes "
+                "nothing (nothing is marked read)."
+            ),
+            arguments=SearchMessagesArguments,
+            result=SearchResults,
+            invoke=lambda b, a: b.search_messages(a.request()),
+            render=render_search,
+            read_only=True,
         ),
     ]

@@ -7,6 +7,7 @@ from alembic import context
 from inbots.config import load_settings
 from inbots.db.base import Base, import_models
 from inbots.db.engine import Database
+from inbots.db.migrate import include_name
 
 import_models()
 config = context.config
@@ -26,6 +27,7 @@ def run_migrations_online() -> None:
                 target_metadata=Base.metadata,
                 render_as_batch=connection.dialect.name == "sqlite",
                 compare_type=True,
+                include_name=include_name,
             )
             with context.begin_transaction():
                 context.run_migrations()

@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from inbots.api.deps import AuthFirstRoute, Ctx
+from inbots.search import service
+from inbots.search.schemas import SearchQuery, SearchResults
+
+router = APIRouter(tags=["search"], route_class=AuthFirstRoute)
+
+
+@router.get(
+    "/search",
+    response_model=SearchResults,
+    responses={
+        422: {
+            "description": "search_query_invalid: q has nothing to search for, is too "
+            "long or has too many words; or a filter is malformed."
+        }
+    },
+)
+def search(
+    ctx: Ctx,
+    q: str | None = None,
+    sender: str | None = None,
+    thread: str | None = None,
+    kind: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    limit: str | None = None,
+    cursor: str | None = None,
+) -> SearchResults:
+    """Full-text search of the messages you may read: every word of ``q`` in the thread's title,
+    the summary or the body, best match first. ``q`` is plain text, never query syntax. Agents
+    search the threads they are in that are not closed; the operator, the whole workspace.
+    ``sender`` (username), ``thread`` (th_…), ``kind``, ``since``/``until`` (RFC 3339) narrow
+    it; follow ``next_cursor`` for more."""
+    # Built unchecked on purpose: the service checks every field with its own sentences, and a
+    # limit that is not a number falls back to the default, as on every listing.
+    given: dict[str, Any] = {
+        "q": q,
+        "sender": sender,
+        "thread": thread,
+        "kind": kind,
+        "since": since,
+    }
+    given |= {"until": until, "limit": limit, "cursor": cursor}
+    request = SearchQuery.model_construct(**given)
+    return ctx.run(service.search, request)

@@ -1,0 +1,1 @@
+"""Message search: full-text over thread titles, summaries and bodies, ranked."""
