@@ -27,7 +27,7 @@ from sqlalchemy.exc import DataError
 
 from inbots import __version__
 from inbots.agents import service as agents
-from inbots.agents.schemas import Directory
+from inbots.agents.schemas import BriefUpdate, Directory
 from inbots.auth.service import Caller
 from inbots.config import Settings
 from inbots.db.engine import Database
@@ -36,7 +36,7 @@ from inbots.deliveries import service as deliveries
 from inbots.deliveries import wait
 from inbots.deliveries.schemas import AckRequest
 from inbots.dispatch.effects import Dispatch
-from inbots.errors import InbotsError, Invalid, not_found
+from inbots.errors import AlreadyAcknowledged, InbotsError, Invalid, NotFound, not_found
 from inbots.kit.paging import clamp_limit
 from inbots.limits import Limits
 from inbots.messages import schemas as messages_schemas
@@ -78,6 +78,9 @@ class Backend(Protocol):
         self, state: str | None, thread_id: str | None, cursor: str | None
     ) -> Json: ...
     async def request_close(self, thread_id: str) -> Json: ...
+    async def read_brief(self, username: str) -> Json: ...
+    async def set_brief(self, text: str) -> Json: ...
+    async def mark_working(self, ids: list[str], note: str | None) -> Json: ...
 
 
 @dataclass(frozen=True)
@@ -205,6 +208,15 @@ class LocalBackend:
 
     async def request_close(self, thread_id: str) -> Json:
         return _json(await self._run(threads.request_close, thread_id))
+
+    async def read_brief(self, username: str) -> Json:
+        return _json(await self._run(agents.read_brief, username))
+
+    async def set_brief(self, text: str) -> Json:
+        return _json(await self._run(agents.set_own_brief, BriefUpdate(brief=text)))
+
+    async def mark_working(self, ids: list[str], note: str | None) -> Json:
+        return _json(await self._run(deliveries.mark_working, ids, note))
 
 
 def _error_classes() -> dict[str, type[InbotsError]]:
@@ -397,3 +409,32 @@ class HttpBackend:
 
     async def request_close(self, thread_id: str) -> Json:
         return await self._call("POST", f"/threads/{_segment(thread_id, 'thread')}/close-request")
+
+    async def read_brief(self, username: str) -> Json:
+        return await self._call("GET", f"/agents/{_segment(username, 'agent')}/brief")
+
+    async def set_brief(self, text: str) -> Json:
+        return await self._call("PUT", "/me/brief", body={"brief": text})
+
+    async def mark_working(self, ids: list[str], note: str | None) -> Json:
+        """``POST /v1/deliveries/{id}/working`` for each id, answered per id as the service's
+        batch is (a 404 or 409 for one id does not stop the others)."""
+        wanted = list(dict.fromkeys(ids))
+        if not 1 <= len(wanted) <= self.limits.ack_batch_max:
+            raise Invalid(
+                f"ids must hold 1 to {self.limits.ack_batch_max} ids (got {len(wanted)}).",
+                field="ids",
+            )
+        body = {"note": note} if note is not None else {}
+        working: list[Json] = []
+        acked: list[str] = []
+        missing: list[str] = []
+        for ident in wanted:
+            try:
+                path = f"/deliveries/{_segment(ident, 'delivery')}/working"
+                working.append(await self._call("POST", path, body=body))
+            except AlreadyAcknowledged:
+                acked.append(ident)
+            except NotFound:
+                missing.append(ident)
+        return {"working": working, "already_acknowledged": acked, "not_found": missing}
