@@ -214,9 +214,8 @@ def archive_agent(uow: UnitOfWork, caller: Caller, id_or_username: str) -> Agent
 
 # How the directory describes the operator when its row has no description of its own.
 OPERATOR_DESCRIPTION = (
-    "The person who owns this workspace and its agents. Write to operator (open a thread with "
-    'it, or send_message with to: ["operator"]) for a decision, approval or help only a person '
-    "can give."
+    "The person who owns this workspace and its agents: write to operator for a decision, an "
+    "approval or help only a person can give."
 )
 
 
