@@ -4,6 +4,7 @@ stdio); the limit ``brief_max`` everywhere it is shown; the operator in the dire
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from inbots.config import Settings
 from tests.conftest import ServerThread
 from tests.helpers import Api
 from tests.mcp_client import Connect, over_http, over_stdio, run
+from tests.test_cli import inbots, ok
 
 BRIEF = "# Reviewer\n\nSend me **schema migrations** as a task; I answer within the hour."
 
@@ -186,3 +188,18 @@ def test_briefs_through_the_tools(api: Api, other_api: Api, connect: Connect) ->
 
     run(scenario)
     assert api.ok("GET", "/agents/writer/brief")["brief"] == BRIEF
+
+
+def test_the_cli_reads_and_sets_a_brief(api: Api, tmp_path: Path) -> None:
+    api.agent("builder")
+    assert "has no brief" in ok(api, "agents", "brief", "builder").stdout
+    source = tmp_path / "brief.md"
+    source.write_text(BRIEF, encoding="utf-8")
+    written = inbots(api, "agents", "brief", "builder", "--set", str(source), "--json").json()
+    assert written["brief"] == BRIEF and written["username"] == "builder"
+    assert "schema migrations" in ok(api, "agents", "brief", "builder").stdout
+    assert api.ok("GET", "/agents/builder/brief")["brief"] == BRIEF
+    assert "yes" in ok(api, "agents", "show", "builder").stdout
+    missing = inbots(api, "agents", "brief", "builder", "--set", str(tmp_path / "none.md"))
+    assert missing.code != 0 and "--set" in missing.stderr and "Traceback" not in missing.stderr
+    assert api.ok("GET", "/agents/builder/brief")["brief"] == BRIEF  # unchanged

@@ -72,6 +72,7 @@ def agent_fields(a: Json) -> Table:
             ("last seen", when(a["last_seen_at"])),
             ("webhook", a["webhook_url"]),
             ("unread", a["unread"]),
+            ("brief", "yes (inbots agents brief)" if a.get("has_brief") else "none"),
         ]
     )
 
@@ -88,6 +89,15 @@ def registered(a: Json) -> Group:
             Text(f"  {a['webhook']['signing_secret']}", style="bold green"),
         ]
     return Group(*lines)
+
+
+def brief_view(b: Json) -> Group:
+    if not b.get("brief"):
+        return Group(Text(f"@{b['username']} has no brief."))
+    return Group(
+        Text(f"Brief of @{b['username']} (updated {when(b['updated_at'])}):", style="bold"),
+        Text(b["brief"]),
+    )
 
 
 def archived(a: Json) -> Text:
