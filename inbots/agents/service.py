@@ -308,6 +308,17 @@ def read_brief(uow: UnitOfWork, caller: Caller, id_or_username: str) -> BriefRea
     return _brief_read(agent)
 
 
+def briefs(uow: UnitOfWork, caller: Caller) -> dict[str, str]:
+    """Every brief of the caller's workspace by agent id, in one query (the operator's pages)."""
+    caller.require_operator()
+    rows = uow.session.execute(
+        select(Agent.id, Agent.brief).where(
+            Agent.workspace_id == caller.workspace_id, Agent.brief.is_not(None)
+        )
+    ).all()
+    return {agent_id: brief for agent_id, brief in rows if brief is not None}
+
+
 def usernames(uow: UnitOfWork, agent_ids: Iterable[str]) -> dict[str, str]:
     ids = set(agent_ids)
     if not ids:

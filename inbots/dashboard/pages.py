@@ -71,6 +71,7 @@ def agent_list(uow: UnitOfWork, caller: Caller) -> dict[str, Any]:
         "current": current,
         "archived": archived,
         "health": health,
+        "briefs": agents.briefs(uow, caller),
         "counts": {
             "active": sum(1 for a in current if a.active),
             "never_connected": sum(1 for a in current if a.never_connected),
