@@ -7,7 +7,7 @@
   without one).
 
 Revision ID: 0011
-Revises: 0009
+Revises: 0013 (numbered before it; re-chained after the merge)
 Create Date: 2026-12-10 10:00:00
 """
 
@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0011"
-down_revision: str | None = "0009"
+down_revision: str | None = "0013"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
