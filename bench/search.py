@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.search [--backend sqlite|postgres|both] [--quick]
 
-For each backend a fresh database is migrated (migration 0010 builds the search index) and
+For each backend a fresh database is migrated (migration 0014 builds the search index) and
 seeded (``bench.seed``: 100,000 messages, 500,000 deliveries; every body also holds one of
 1,000 rare words ``case0000``…``case0999``), the real Inbots server runs as a uvicorn
 subprocess on it, and one ``httpx.Client`` makes one request at a time. Each search figure

@@ -75,6 +75,7 @@ class Settings(BaseSettings):
     thread_goal_max: int = Field(default=2_000, ge=1)
     thread_ref_max: int = Field(default=128, ge=1)
     description_max: int = Field(default=200, ge=1)
+    brief_max: int = Field(default=20_000, ge=1)  # an agent's brief (Markdown), in characters
     note_max: int = Field(default=500, ge=1)
     idempotency_key_max: int = Field(default=128, ge=1)
     ack_batch_max: int = Field(default=100, ge=1)
@@ -123,6 +124,9 @@ class Settings(BaseSettings):
     publish_attempts: int = Field(default=3, ge=1)
     publish_lost_seconds: PositiveSeconds = 300.0
     stall_seconds: PositiveSeconds = 900.0
+    # A delivery its recipient marked working is not stalled until this passes without a
+    # heartbeat (POST /v1/deliveries/{id}/working, mark_working).
+    working_stall_seconds: PositiveSeconds = 7200.0
     renotify_interval_seconds: PositiveSeconds = 30.0
     renotify_batch_size: int = Field(default=500, ge=1)
     webhook_max_in_flight_per_url: int = Field(default=4, ge=1)

@@ -16,6 +16,7 @@
     │   ├── UsernameTaken           409 username_taken
     │   ├── ThreadNotOpen           409 thread_not_open
     │   ├── NoRecipients            409 no_recipients
+    │   ├── AlreadyAcknowledged     409 already_acknowledged (a working heartbeat after the ack)
     │   └── IdempotencyKeyReused    409 idempotency_key_reused
     ├── PayloadTooLarge             413 payload_too_large
     ├── Expired                     410 expired (a delivery whose message's ttl passed)
@@ -106,6 +107,10 @@ class NoRecipients(Conflict):
     code = "no_recipients"
 
 
+class AlreadyAcknowledged(Conflict):
+    code = "already_acknowledged"
+
+
 class IdempotencyKeyReused(Conflict):
     code = "idempotency_key_reused"
 
@@ -148,7 +153,10 @@ _WHERE = {
     "thread": ("th_…", "GET /v1/threads, or the list_threads tool"),
     "message": ("msg_… (or your delivery id, dlv_…)", "GET /v1/inbox, or check_inbox"),
     "delivery": ("dlv_…", "GET /v1/inbox (an agent's own), or GET /v1/deliveries (the operator)"),
-    "agent": ("ag_… or a username", "GET /v1/agents (the operator), or GET /v1/directory"),
+    "agent": (
+        "ag_… or a username",
+        "GET /v1/directory, or the list_agents tool (the operator: GET /v1/agents)",
+    ),
 }
 
 

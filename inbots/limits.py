@@ -37,6 +37,7 @@ class Limits(Model):
     thread_goal_max: int
     thread_ref_max: int
     description_max: int
+    brief_max: int  # an agent's brief (Markdown)
     note_max: int
     idempotency_key_max: int
     ack_batch_max: int

@@ -131,7 +131,7 @@ async def exchange(api: Api, connect: Connect) -> None:
         assert me["username"] == "reviewer" and me["description"] == "Reviews schema changes"
         assert me["webhook_url"] is None and me["unread"] == 0
         directory = await r.ok("list_agents")
-        assert [a["username"] for a in directory["items"]] == ["implementer"]
+        assert [a["username"] for a in directory["items"]] == ["implementer", "operator"]
         assert directory["items"][0]["description"] == "Writes migrations"
         assert (await r.ok("list_threads")) == {"items": []}
 
@@ -513,7 +513,8 @@ async def other_workspace_sees_nothing(api: Api, other_api: Api, connect: Connec
 
     async with connect(mallory.token) as m:
         assert (await m.ok("whoami"))["username"] == "mallory"
-        assert (await m.ok("list_agents"))["items"] == []
+        listed = (await m.ok("list_agents"))["items"]
+        assert [(a["username"], a["kind"]) for a in listed] == [("operator", "person")]
         assert (await m.ok("list_agents", query="bob"))["items"] == []
         assert (await m.ok("list_threads"))["items"] == []
         assert (await m.ok("check_inbox"))["items"] == []

@@ -387,7 +387,7 @@ def test_me_returns_the_calling_agent(api: Api) -> None:
 # --- directory ------------------------------------------------------------------------------
 
 
-def test_directory_lists_other_active_agents_only(api: Api) -> None:
+def test_directory_lists_other_active_agents_and_the_operator(api: Api) -> None:
     me = api.agent("caller", description="the caller")
     api.agent("alpha", description="first")
     api.agent("beta")
@@ -396,11 +396,19 @@ def test_directory_lists_other_active_agents_only(api: Api) -> None:
     me.open_thread("brings the operator in", ["operator"])
     items = me.ok("GET", "/directory")["items"]
     names = [i["username"] for i in items]
-    assert sorted(names) == ["alpha", "beta"]
+    assert sorted(names) == ["alpha", "beta", "operator"]
     for item in items:
-        assert set(item) >= {"username", "description", "active", "last_seen_at"}
+        assert set(item) >= {"username", "kind", "description", "active", "last_seen_at"}
         assert "api_key" not in item
     assert next(i for i in items if i["username"] == "alpha")["description"] == "first"
+    kinds = {i["username"]: i["kind"] for i in items}
+    assert kinds == {"alpha": "agent", "beta": "agent", "operator": "person"}
+    # The operator is the one listing: itself it does not see.
+    assert sorted(i["username"] for i in api.ok("GET", "/directory")["items"]) == [
+        "alpha",
+        "beta",
+        "caller",
+    ]
 
 
 def test_directory_is_most_recently_active_first(api: Api) -> None:
@@ -411,10 +419,10 @@ def test_directory_is_most_recently_active_first(api: Api) -> None:
         agents[name].ok("GET", "/me")
         time.sleep(0.01)
     names = [i["username"] for i in caller.ok("GET", "/directory")["items"]]
-    assert names == ["third", "first", "second", "never"]
+    assert names == ["third", "first", "second", "never", "operator"]
     agents["second"].ok("GET", "/me")
     names = [i["username"] for i in caller.ok("GET", "/directory")["items"]]
-    assert names == ["second", "third", "first", "never"]
+    assert names == ["second", "third", "first", "never", "operator"]
 
 
 def test_directory_query_filters_on_username_and_description(api: Api) -> None:
@@ -458,7 +466,11 @@ def test_directory_active_filter(api: Api) -> None:
     assert [i["username"] for i in items] == ["busy"]
     assert items[0]["active"] is True and items[0]["last_seen_at"] is not None
     everyone = caller.ok("GET", "/directory")["items"]
-    assert {i["username"]: i["active"] for i in everyone} == {"busy": True, "idle": False}
+    assert {i["username"]: i["active"] for i in everyone} == {
+        "busy": True,
+        "idle": False,
+        "operator": False,
+    }
 
 
 @pytest.mark.parametrize("settings_overrides", [{"active_seconds": 1.0}])

@@ -222,7 +222,9 @@ def test_unauthenticated_pages_redirect_to_login(dash: Dashboard, api: Api) -> N
 
 
 def test_agents_page_shows_agents_and_webhook_health(signed_in: Dashboard, api: Api) -> None:
-    api.agent("builder", "Builds things")
+    api.agent("builder", "Builds things").ok(
+        "PUT", "/me/brief", json={"brief": "Send me <b>build</b> requests."}
+    )
     api.ok("POST", "/agents", 201, json={"name": "never-here"})
     with receiver(always(204)) as hook:
         api.ok("POST", "/agents", 201, json={"name": "pusher", "webhook_url": hook.url})
@@ -238,6 +240,10 @@ def test_agents_page_shows_agents_and_webhook_health(signed_in: Dashboard, api: 
     row = signed_in.wait_for('#agents tr[data-agent="builder"]')
     assert "Builds things" in row.text
     assert "polling" in row.text
+    brief = row.find_element(By.CSS_SELECTOR, "details.brief")
+    brief.find_element(By.CSS_SELECTOR, "summary").click()
+    assert "Send me <b>build</b> requests." in brief.text  # shown as text, never as HTML
+    assert not signed_in.find_all('#agents tr[data-agent="never-here"] details.brief')
     assert signed_in.find('#agents tr[data-agent="sender"] .badge').text == "active"
     pusher = signed_in.find('#agents tr[data-agent="pusher"]')
     assert hook.url in pusher.text
@@ -295,6 +301,7 @@ def test_thread_view_shows_each_recipients_receipt(signed_in: Dashboard, api: Ap
         "notified": False,
         "delivered": True,
         "fetched": True,
+        "working": False,
         "acknowledged": True,
         "failed": False,
         "stalled": False,
@@ -304,6 +311,7 @@ def test_thread_view_shows_each_recipients_receipt(signed_in: Dashboard, api: Ap
         "notified": False,
         "delivered": False,
         "fetched": False,
+        "working": False,
         "acknowledged": False,
         "failed": False,
         "stalled": False,

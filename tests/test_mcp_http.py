@@ -43,6 +43,8 @@ from tests.processes import serve
 TOOLS = [
     "whoami",
     "list_agents",
+    "read_brief",
+    "set_brief",
     "list_threads",
     "open_thread",
     "add_participant",
@@ -51,6 +53,7 @@ TOOLS = [
     "read_message",
     "read_thread",
     "acknowledge",
+    "mark_working",
     "wait_for_mail",
     "check_sent",
     "request_close",

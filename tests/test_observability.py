@@ -103,6 +103,7 @@ def test_stats_count_what_the_workspace_holds(api: Api, other_api: Api, scene: S
     stats = api.ok("GET", "/stats")
     assert stats["deliveries"] == {
         "acknowledged": 1,
+        "working": 0,
         "fetched": 0,
         "delivered": 0,
         "failed": 1,

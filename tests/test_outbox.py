@@ -19,6 +19,7 @@ RECEIPT_KEYS = {
     "delivered_at",
     "fetched_at",
     "working_at",
+    "working_note",
     "acknowledged_at",
     "outcome",
     "note",

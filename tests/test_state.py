@@ -1,7 +1,7 @@
 """The derived delivery state: ``state_of`` (Python) and ``state_sql`` / ``state_filter`` (SQL)
 against a hand-written reference of the spec's rule.
 
-    acknowledged > fetched > delivered > failed > stalled > notified > accepted
+    acknowledged > working > fetched > delivered > failed > stalled > notified > accepted
 
 where ``stalled`` counts only while ``stalled_at`` is newer than every progress stamp.
 """
@@ -25,6 +25,7 @@ from tests.helpers import Api
 
 SPEC_ORDER = (
     "acknowledged",
+    "working",
     "fetched",
     "delivered",
     "failed",
@@ -43,13 +44,22 @@ T3 = T0 + timedelta(minutes=20)
 STAMP_CHOICES = (None, T1, T2)
 STALL_CHOICES = (None, T0, T1, T1_PLUS, T2, T3)  # equal to, older and newer than the others
 EXPIRY_CHOICES = (None, T2)
-OPTIONAL = ("notified_at", "delivered_at", "fetched_at", "acknowledged_at", "failed_at")
+OPTIONAL = (
+    "notified_at",
+    "delivered_at",
+    "fetched_at",
+    "working_at",
+    "acknowledged_at",
+    "failed_at",
+)
 
 
 def reference_state(d: Any) -> str:
     """The spec, written out by hand."""
     if d.acknowledged_at is not None:
         return "acknowledged"
+    if d.working_at is not None:
+        return "working"
     if d.fetched_at is not None:
         return "fetched"
     if d.delivered_at is not None:
@@ -64,6 +74,7 @@ def reference_state(d: Any) -> str:
             d.notified_at,
             d.delivered_at,
             d.fetched_at,
+            d.working_at,
             d.acknowledged_at,
         ]
         if all(p is None or d.stalled_at > p for p in progress):
@@ -94,7 +105,7 @@ def test_states_are_the_spec_states_in_spec_order() -> None:
 def test_the_combinations_reach_every_state() -> None:
     reached = Counter(reference_state(SimpleNamespace(**c)) for c in COMBOS)
     assert set(reached) == set(SPEC_ORDER)
-    assert len(COMBOS) == 3**5 * 6 * 2
+    assert len(COMBOS) == 3**6 * 6 * 2
 
 
 def test_state_of_matches_the_reference_for_every_combination_of_stamps() -> None:
@@ -124,6 +135,10 @@ def test_state_of_spot_checks() -> None:
     assert state(failed_at=T1, fetched_at=T2) == "fetched"
     assert state(failed_at=T2, delivered_at=T1) == "delivered"
     assert state(acknowledged_at=T1, fetched_at=T2, stalled_at=T3) == "acknowledged"
+    assert state(fetched_at=T1, working_at=T2) == "working"
+    assert state(working_at=T1) == "working"  # working on it from the inbox summary alone
+    assert state(working_at=T1, stalled_at=T3) == "working"  # a lapsed heartbeat: stamped only
+    assert state(working_at=T2, acknowledged_at=T1) == "acknowledged"
     assert state(expired_at=T2, stalled_at=T3) == "expired"
     assert state(expired_at=T2, failed_at=T1) == "failed"
     assert state(expired_at=T2, delivered_at=T1) == "delivered"

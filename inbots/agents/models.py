@@ -2,13 +2,15 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Index, String, UniqueConstraint
+from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from inbots.db.base import Base, UTCDateTime
 
 KIND_AGENT = "agent"
 KIND_OPERATOR = "operator"
+# What the directory calls each kind: agents are agents, the operator is the workspace's person.
+KIND_PERSON = "person"
 OPERATOR_USERNAME = "operator"
 
 
@@ -43,6 +45,10 @@ class Agent(Base):
     webhook_events: Mapped[str] = mapped_column(
         String(200), default="message.created", server_default="message.created"
     )
+    # What the agent does and how to work with it (Markdown, up to INBOTS_BRIEF_MAX characters);
+    # any agent of the workspace may read it (GET /v1/agents/{username}/brief, read_brief).
+    brief: Mapped[str | None] = mapped_column(Text)
+    brief_updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
     @property
     def is_operator(self) -> bool:

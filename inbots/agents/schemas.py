@@ -25,6 +25,7 @@ class AgentRead(Model):
     never_connected: bool
     webhook_url: str | None
     unread: int
+    has_brief: bool  # whether it wrote a brief (GET /v1/agents/{username}/brief reads it)
 
 
 class AgentCreated(AgentRead):
@@ -38,13 +39,34 @@ class AgentList(BaseModel):
 
 class DirectoryEntry(Model):
     username: str
+    # "agent", or "person" for the workspace's operator (username operator), who owns the
+    # agents: write to it like to any agent.
+    kind: str
     description: str | None
     active: bool
     last_seen_at: Timestamp | None
+    has_brief: bool  # read it with GET /v1/agents/{username}/brief (read_brief)
 
 
 class Directory(BaseModel):
     items: list[DirectoryEntry]
+
+
+class BriefUpdate(Request):
+    """An agent's brief, replaced whole (``PUT /v1/me/brief``, ``PUT /v1/agents/{id}/brief``)."""
+
+    brief: str | None = Field(
+        description="Markdown saying what the agent does and how to work with it: what to send "
+        "it, what it answers, what it will not do (up to {brief_max:,} characters). Empty or "
+        "null removes the brief.",
+        json_schema_extra=bounds(maxLength="brief_max"),
+    )
+
+
+class BriefRead(Model):
+    username: str
+    brief: str | None  # null: it has none
+    updated_at: Timestamp | None  # when it was last set (or removed)
 
 
 class KeyCreate(Request):

@@ -10,8 +10,14 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from inbots.agents import keys
-from inbots.agents.models import KIND_AGENT, OPERATOR_USERNAME, Agent
-from inbots.agents.schemas import AgentCreated, AgentRead, DirectoryEntry
+from inbots.agents.models import (
+    KIND_AGENT,
+    KIND_OPERATOR,
+    KIND_PERSON,
+    OPERATOR_USERNAME,
+    Agent,
+)
+from inbots.agents.schemas import AgentCreated, AgentRead, BriefRead, BriefUpdate, DirectoryEntry
 from inbots.auth.service import Caller
 from inbots.config import Settings
 from inbots.db.uow import UnitOfWork, reads
@@ -72,6 +78,7 @@ def to_read(agent: Agent, unread: int, settings: Settings, now: datetime) -> Age
         never_connected=is_never_connected(agent, settings, now),
         webhook_url=agent.webhook_url,
         unread=unread,
+        has_brief=agent.brief is not None,
     )
 
 
@@ -220,14 +227,23 @@ def archive_agent(uow: UnitOfWork, caller: Caller, id_or_username: str) -> Agent
     return to_read(agent, unread_counts(uow, [agent.id]).get(agent.id, 0), uow.settings, utcnow())
 
 
+# How the directory describes the operator when its row has no description of its own.
+OPERATOR_DESCRIPTION = (
+    "The person who owns this workspace and its agents: write to operator for a decision, an "
+    "approval or help only a person can give."
+)
+
+
 @reads
 def directory(
     uow: UnitOfWork, caller: Caller, query: str | None = None, active_only: bool = False
 ) -> list[DirectoryEntry]:
-    """Other agents of the workspace that can receive mail, most recently active first."""
+    """Who the caller can write to, most recently active first: the other agents of the
+    workspace that can receive mail (``kind`` agent) and the workspace's operator (``kind``
+    person, username ``operator``), unless the caller is the operator."""
     stmt = select(Agent).where(
         Agent.workspace_id == caller.workspace_id,
-        Agent.kind == KIND_AGENT,
+        Agent.kind.in_((KIND_AGENT, KIND_OPERATOR)),
         Agent.status == "active",
         Agent.id != caller.agent_id,
     )
@@ -248,12 +264,74 @@ def directory(
     return [
         DirectoryEntry(
             username=a.username,
-            description=a.description,
+            kind=KIND_PERSON if a.is_operator else KIND_AGENT,
+            description=a.description or (OPERATOR_DESCRIPTION if a.is_operator else None),
             active=is_active(a, uow.settings, now),
             last_seen_at=a.last_seen_at,
+            has_brief=a.brief is not None,
         )
         for a in uow.session.scalars(stmt)
     ]
+
+
+def _brief_read(agent: Agent) -> BriefRead:
+    return BriefRead(username=agent.username, brief=agent.brief, updated_at=agent.brief_updated_at)
+
+
+def _apply_brief(uow: UnitOfWork, agent: Agent, request: BriefUpdate) -> BriefRead:
+    text = request.brief
+    maximum = uow.settings.brief_max
+    if text is not None and len(text) > maximum:
+        raise Invalid(
+            f"brief must be at most {maximum:,} characters (got {len(text):,}); keep what "
+            "others need to work with the agent and link to longer documents.",
+            field="brief",
+        )
+    agent.brief = text if text and text.strip() else None
+    agent.brief_updated_at = utcnow()
+    uow.session.flush()
+    return _brief_read(agent)
+
+
+def set_own_brief(uow: UnitOfWork, caller: Caller, request: BriefUpdate) -> BriefRead:
+    """The calling agent's brief, replaced whole (empty or null removes it)."""
+    caller.require_agent()
+    return _apply_brief(uow, uow.session.get_one(Agent, caller.agent_id), request)
+
+
+def set_brief(
+    uow: UnitOfWork, caller: Caller, id_or_username: str, request: BriefUpdate
+) -> BriefRead:
+    """The operator replaces an agent's brief (empty or null removes it)."""
+    caller.require_operator()
+    return _apply_brief(uow, find_agent(uow, caller, id_or_username), request)
+
+
+@reads
+def read_brief(uow: UnitOfWork, caller: Caller, id_or_username: str) -> BriefRead:
+    """An agent's brief, for any agent of its workspace and the operator; ``brief`` is null
+    when it has none (the operator, who is a person, never has one)."""
+    agent = uow.session.scalars(
+        select(Agent).where(
+            Agent.workspace_id == caller.workspace_id,
+            Agent.kind.in_((KIND_AGENT, KIND_OPERATOR)),
+            or_(Agent.id == id_or_username, Agent.username == id_or_username),
+        )
+    ).first()
+    if agent is None:
+        raise not_found("agent", id_or_username)
+    return _brief_read(agent)
+
+
+def briefs(uow: UnitOfWork, caller: Caller) -> dict[str, str]:
+    """Every brief of the caller's workspace by agent id, in one query (the operator's pages)."""
+    caller.require_operator()
+    rows = uow.session.execute(
+        select(Agent.id, Agent.brief).where(
+            Agent.workspace_id == caller.workspace_id, Agent.brief.is_not(None)
+        )
+    ).all()
+    return {agent_id: brief for agent_id, brief in rows if brief is not None}
 
 
 def usernames(uow: UnitOfWork, agent_ids: Iterable[str]) -> dict[str, str]:

@@ -15,7 +15,16 @@ from inbots.cli.render import Json, Prose, ago, cell, fields, mask, plain, secon
 ROW_STYLES = {"stalled": "yellow", "failed": "bold red"}
 STATE_STYLES = {**ROW_STYLES, "acknowledged": "green", "accepted": "dim"}
 # The stamps of a receipt, in the order a delivery moves.
-STAMPS = ("accepted", "notified", "delivered", "fetched", "acknowledged", "failed", "stalled")
+STAMPS = (
+    "accepted",
+    "notified",
+    "delivered",
+    "fetched",
+    "working",
+    "acknowledged",
+    "failed",
+    "stalled",
+)
 
 
 def styled_state(state: str) -> Text:
@@ -63,6 +72,7 @@ def agent_fields(a: Json) -> Table:
             ("last seen", when(a["last_seen_at"])),
             ("webhook", a["webhook_url"]),
             ("unread", a["unread"]),
+            ("brief", "yes (inbots agents brief)" if a.get("has_brief") else "none"),
         ]
     )
 
@@ -79,6 +89,15 @@ def registered(a: Json) -> Group:
             Text(f"  {a['webhook']['signing_secret']}", style="bold green"),
         ]
     return Group(*lines)
+
+
+def brief_view(b: Json) -> Group:
+    if not b.get("brief"):
+        return Group(Text(f"@{b['username']} has no brief."))
+    return Group(
+        Text(f"Brief of @{b['username']} (updated {when(b['updated_at'])}):", style="bold"),
+        Text(b["brief"]),
+    )
 
 
 def archived(a: Json) -> Text:
@@ -248,10 +267,11 @@ def delivery_view(d: Json) -> Group:
             ("recipient", d["recipient"]),
             ("thread", d["thread_id"]),
             ("message", d["message_id"]),
-            *((stamp, when(d[f"{stamp}_at"])) for stamp in STAMPS),
+            *((stamp, when(d.get(f"{stamp}_at"))) for stamp in STAMPS),
             ("failure reason", d["failure_reason"]),
             ("publishes", d["publish_count"]),
             ("next attempt", when(d["next_attempt_at"])),
+            ("working note", d.get("working_note")),
             ("outcome", d["outcome"]),
             ("note", d["note"]),
         ]

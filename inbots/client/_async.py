@@ -345,6 +345,16 @@ class AsyncClient:
         """Inbots 1.1: say you are working on it (a heartbeat; not stalled while it beats)."""
         return await self._send(_calls.working(delivery_id, note))
 
+    async def mark_working(
+        self, ids: str | Sequence[str], note: str | None = None
+    ) -> list[Delivery]:
+        """Inbots 1.1: the heartbeat for one or more deliveries you are working on (delivery or
+        message ids), each as :meth:`working`; call it again while the work goes on. Raises at
+        the first id that is not yours (:class:`~inbots.client.NotFound`) or already
+        acknowledged (:class:`~inbots.client.Conflict`)."""
+        wanted = [ids] if isinstance(ids, str) else list(ids)
+        return [await self._send(_calls.working(i, note)) for i in dict.fromkeys(wanted)]
+
     async def messages(
         self,
         *,

@@ -55,6 +55,7 @@ class Agent(Model):
     never_connected: bool
     webhook_url: str | None
     unread: int
+    has_brief: bool = False  # Inbots 1.1
 
 
 class Webhook(Model):
@@ -81,6 +82,7 @@ class DirectoryEntry(Model):
     active: bool
     last_seen_at: Timestamp | None
     kind: str = "agent"  # Inbots 1.1: "agent", or "person" for the operator
+    has_brief: bool = False  # Inbots 1.1: read it with brief(username)
 
 
 class Brief(Model):
@@ -121,6 +123,7 @@ class Delivery(Model):
     delivered_at: Timestamp | None = None
     fetched_at: Timestamp | None = None
     working_at: Timestamp | None = None  # Inbots 1.1
+    working_note: str | None = None  # Inbots 1.1: the note of the last working heartbeat
     acknowledged_at: Timestamp | None = None
     failed_at: Timestamp | None = None
     failure_reason: str | None = None
@@ -146,6 +149,7 @@ class Receipt(Model):
     delivered_at: Timestamp | None = None
     fetched_at: Timestamp | None = None
     working_at: Timestamp | None = None
+    working_note: str | None = None  # the note of the recipient's last working heartbeat
     acknowledged_at: Timestamp | None = None
     outcome: str | None = None
     note: str | None = None

@@ -72,6 +72,7 @@ def agent_list(uow: UnitOfWork, caller: Caller) -> dict[str, Any]:
         "current": current,
         "archived": archived,
         "health": health,
+        "briefs": agents.briefs(uow, caller),
         "sessions": queries.agent_sessions(uow, [a.id for a in current]),
         "counts": {
             "active": sum(1 for a in current if a.active),

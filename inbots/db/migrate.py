@@ -16,7 +16,7 @@ from inbots.db.engine import Database, normalize_url
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 
-# The message search index (migration 0010) is owned by the migrations, not the models: an FTS5
+# The message search index (migration 0014) is owned by the migrations, not the models: an FTS5
 # table and its row map on SQLite, a trigger-kept tsvector column and its GIN index on PostgreSQL.
 SEARCH_TABLE_PREFIX = "message_search"
 SEARCH_COLUMN = ("messages", "search_vector")

@@ -123,12 +123,19 @@ class Delivery(Base):
     failed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     failure_reason: Mapped[str | None] = mapped_column(String(200))
     stalled_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # The recipient's last "working on it" heartbeat (POST /v1/deliveries/{id}/working): unlike
+    # the other stamps it is set again by every heartbeat. While it is recent (the working stall
+    # time) the sweep does not stamp the delivery stalled. With the heartbeat's optional note,
+    # which its sender sees in the receipt.
+    working_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    working_note: Mapped[str | None] = mapped_column(String(1000))
     # Its message's ttl passed before it was acknowledged: out of the inbox, never notified
     # again, no longer counted by the caps.
     expired_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
-    # The newest progress stamp (accepted, notified, delivered, fetched): what "has not moved"
-    # is measured from. Kept by the stamping function, never set by hand.
+    # The newest progress stamp (accepted, notified, delivered, fetched, a working heartbeat):
+    # what "has not moved" is measured from. Kept by the stamping function and the heartbeat
+    # (deliveries.service.working), never set by hand.
     moved_at: Mapped[datetime] = mapped_column(UTCDateTime())
     # While a webhook attempt runs: no second attempt may start before this.
     claimed_until: Mapped[datetime | None] = mapped_column(UTCDateTime())

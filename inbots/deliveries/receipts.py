@@ -21,8 +21,8 @@ def receipt_fields(delivery: Delivery, recipient: str) -> dict[str, Any]:
         "state": state_of(delivery),
         "delivered_at": delivery.delivered_at,
         "fetched_at": delivery.fetched_at,
-        # The working heartbeat's stamp is another change's column: null until it is wired in.
-        "working_at": None,
+        "working_at": delivery.working_at,
+        "working_note": delivery.working_note,
         "acknowledged_at": delivery.acknowledged_at,
         "outcome": delivery.outcome,
         "note": delivery.note,

@@ -14,7 +14,8 @@ SQLite serialises writers), so two runs at once never act on the same row:
   URL as that URL has free slots: the safety net behind the wake-up that every released slot
   makes. Parking is not a lost publish and costs no publish attempt, however long the line;
 - a delivery that is not acknowledged and not failed and has not moved for the stall threshold,
-  with no stall stamp since it last moved, is stamped ``stalled_at``;
+  with no stall stamp since it last moved, is stamped ``stalled_at``; one its recipient marked
+  working only once the working stall time has also passed since its last heartbeat;
 - a delivery whose message's ``ttl_seconds`` has passed unacknowledged is stamped ``expired_at``
   (read through ``ix_deliveries_expiring``, in batches until none is left): it leaves the inbox,
   is never notified again and no longer counts toward the caps;
@@ -116,8 +117,10 @@ def republish_batch(
 
 def stall_batch(now: datetime, settings: Settings) -> Select[str]:
     """One batch of deliveries that have not moved for the stall time, oldest first, claimed
-    (read through ``ix_deliveries_stall``)."""
+    (read through ``ix_deliveries_stall``). A working heartbeat also moves a delivery, and holds
+    off the stall for the working stall time (default 2 h) rather than the stall time."""
     cutoff = now - timedelta(seconds=settings.stall_seconds)
+    working_cutoff = now - timedelta(seconds=settings.working_stall_seconds)
     return (
         select(Delivery.id)
         .where(
@@ -127,6 +130,7 @@ def stall_batch(now: datetime, settings: Settings) -> Select[str]:
             Delivery.thread_closed_at.is_(None),  # stamped in the transaction that closes it
             Delivery.expired_at.is_(None),
             Delivery.moved_at < cutoff,
+            or_(Delivery.working_at.is_(None), Delivery.working_at < working_cutoff),
         )
         .order_by(Delivery.moved_at)
         .limit(settings.renotify_batch_size)

@@ -19,6 +19,8 @@ class DeliveryRead(Model):
     notified_at: Timestamp | None
     delivered_at: Timestamp | None
     fetched_at: Timestamp | None
+    working_at: Timestamp | None  # the recipient's last "working on it" heartbeat
+    working_note: str | None  # and its note, if it gave one
     acknowledged_at: Timestamp | None
     failed_at: Timestamp | None
     failure_reason: str | None
@@ -86,10 +88,11 @@ class Receipt(Model):
     state: str
     delivered_at: Timestamp | None
     fetched_at: Timestamp | None
-    working_at: Timestamp | None = None
+    working_at: Timestamp | None = None  # the recipient's last "working on it" heartbeat
+    working_note: str | None = None  # the note it gave with that heartbeat, if any
     acknowledged_at: Timestamp | None
     outcome: str | None
-    note: str | None
+    note: str | None  # the acknowledgement's note
 
 
 class ReceiptEvent(Receipt):
@@ -127,6 +130,26 @@ class AckRequest(Request):
         "event it is sent.",
         json_schema_extra=bounds(maxLength="note_max"),
     )
+
+
+class WorkingRequest(Request):
+    """A "working on it" heartbeat for one delivery (``POST /v1/deliveries/{id}/working``)."""
+
+    note: str | None = Field(
+        default=None,
+        description="A short note for the sender on how it is going (up to {note_max} "
+        'characters), e.g. "halfway, expect the report in an hour". Each heartbeat replaces '
+        "the last note; one without a note keeps it.",
+        json_schema_extra=bounds(maxLength="note_max"),
+    )
+
+
+class WorkingResult(BaseModel):
+    """``mark_working``: each id's delivery as it stands after the heartbeat, or why not."""
+
+    working: list[DeliveryRead]  # heartbeats taken (working_at is now)
+    already_acknowledged: list[str]  # done already: nothing to work on (HTTP answers 409)
+    not_found: list[str]  # not a delivery of yours in a thread that is not closed
 
 
 class AckResult(BaseModel):

@@ -25,10 +25,12 @@ from inbots.deliveries.schemas import (
     DeliveryRead,
     Inbox,
     InboxItem,
+    WorkingRequest,
+    WorkingResult,
 )
 from inbots.deliveries.stamps import stamp
 from inbots.deliveries.state import STATES, state_filter, state_of
-from inbots.errors import Invalid, not_found
+from inbots.errors import AlreadyAcknowledged, Invalid, not_found
 from inbots.events import service as events
 from inbots.kit.clock import parse_rfc3339, utcnow
 from inbots.kit.ids import kind_of
@@ -50,6 +52,8 @@ def to_read(delivery: Delivery, recipient: str) -> DeliveryRead:
         notified_at=delivery.notified_at,
         delivered_at=delivery.delivered_at,
         fetched_at=delivery.fetched_at,
+        working_at=delivery.working_at,
+        working_note=delivery.working_note,
         acknowledged_at=delivery.acknowledged_at,
         failed_at=delivery.failed_at,
         failure_reason=delivery.failure_reason,
@@ -333,18 +337,99 @@ def _check_ids(ids: object, uow: UnitOfWork) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
+def _check_note(note: object, uow: UnitOfWork) -> str | None:
+    if note is None:
+        return None
+    if not isinstance(note, str):
+        raise Invalid("note must be a string.", field="note")
+    if len(note) > uow.settings.note_max:
+        raise Invalid(
+            f"note must be at most {uow.settings.note_max} characters (got {len(note)}); "
+            "shorten it, or point at a file or URL with the rest.",
+            field="note",
+        )
+    return note
+
+
+def _heartbeat(
+    uow: UnitOfWork, caller: Caller, wanted: list[str], note: str | None
+) -> WorkingResult:
+    """Stamp ``working_at`` (again) on the caller's unacknowledged deliveries among ``wanted``
+    (delivery or message ids); answers what became of each id."""
+    by_delivery = [i for i in wanted if kind_of(i) == "delivery"]
+    by_message = [i for i in wanted if kind_of(i) == "message"]
+    rows = uow.session.scalars(
+        select(Delivery)
+        .join(Thread, Thread.id == Delivery.thread_id)
+        .where(
+            Delivery.recipient_id == caller.agent_id,
+            Thread.status != CLOSED,
+            Delivery.id.in_(by_delivery) | Delivery.message_id.in_(by_message),
+        )
+        .with_for_update(of=Delivery)
+    ).all()
+    resolved: dict[str, Delivery] = {}
+    for row in rows:
+        resolved[row.id] = row
+        resolved[row.message_id] = row
+    now = utcnow()
+    for row in {r.id: r for r in rows}.values():
+        if row.acknowledged_at is None:
+            # A heartbeat is progress: it restarts the stall clock, and while it is recent the
+            # sweep holds off for the working stall time (renotify.stall_batch).
+            row.working_at = now
+            row.moved_at = now
+            if note is not None:
+                row.working_note = note
+    uow.session.flush()
+    working: list[DeliveryRead] = []
+    acked: list[str] = []
+    missing: list[str] = []
+    for ident in wanted:
+        found = resolved.get(ident)
+        if found is None:
+            missing.append(ident)
+        elif found.acknowledged_at is not None:
+            acked.append(ident)
+        else:
+            working.append(to_read(found, caller.username))
+    return WorkingResult(working=working, already_acknowledged=acked, not_found=missing)
+
+
+def working(
+    uow: UnitOfWork, caller: Caller, delivery_id: str, request: WorkingRequest
+) -> DeliveryRead:
+    """The recipient is working on this delivery: stamp ``working_at`` (again on every call: a
+    heartbeat) with an optional note for the sender. A working delivery is not stalled until the
+    working stall time passes without a heartbeat. Only the recipient may (anyone else: not
+    found); an acknowledged delivery is a conflict."""
+    note = _check_note(request.note, uow)
+    result = _heartbeat(uow, caller, [delivery_id], note)
+    if result.working:
+        return result.working[0]
+    if result.already_acknowledged:
+        raise AlreadyAcknowledged(
+            f"Delivery {delivery_id!r} is already acknowledged: there is nothing left to work "
+            "on. To say more about it, send a message in its thread instead."
+        )
+    raise not_found("delivery", delivery_id)
+
+
+def mark_working(uow: UnitOfWork, caller: Caller, ids: object, note: object) -> WorkingResult:
+    """The heartbeat for several deliveries (or messages) at once: ``working`` for each id,
+    answered per id instead of failing on the first that cannot be marked."""
+    wanted = _check_ids(ids, uow)
+    return _heartbeat(uow, caller, wanted, _check_note(note, uow))
+
+
 def acknowledge(uow: UnitOfWork, caller: Caller, request: AckRequest) -> AckResult:
     """Done with these (acted on, or declined). Idempotent: a repeat, or an id that is not the
     caller's, changes nothing and raises nothing."""
-    ids, outcome, note = request.ids, request.outcome, request.note
+    ids, outcome = request.ids, request.outcome
     wanted = _check_ids(ids, uow)
     if outcome is not None and outcome not in OUTCOMES:
         raise Invalid("outcome must be 'done' or 'declined'.", field="outcome")
-    if note is not None:
-        if not isinstance(note, str):
-            raise Invalid("note must be a string.", field="note")
-        if len(note) > uow.settings.note_max:
-            raise Invalid(f"note must be at most {uow.settings.note_max} characters.", field="note")
+    note = _check_note(request.note, uow)
     by_delivery = [i for i in wanted if kind_of(i) == "delivery"]
     by_message = [i for i in wanted if kind_of(i) == "message"]
     rows = uow.session.execute(

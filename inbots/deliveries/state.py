@@ -2,12 +2,14 @@
 
 ``RULES`` lists the states in the spec's order, first match wins::
 
-    acknowledged > fetched > delivered > failed > expired > stalled > notified > accepted
+    acknowledged > working > fetched > delivered > failed > expired > stalled > notified > accepted
 
 Each rule is data, and two small interpreters read it: :func:`state_of` for a loaded row and
 :func:`state_sql` / :func:`state_filter` for queries. Neither repeats the order or the conditions.
 ``stalled`` holds only while the stall stamp is newer than every progress stamp, so a stalled
-delivery that moves again is no longer stalled.
+delivery that moves again is no longer stalled. ``working`` (the recipient said it is working on
+it, :func:`inbots.deliveries.service.mark_working`) comes right after ``acknowledged``: it is the
+furthest a delivery gets before it is done.
 """
 
 from __future__ import annotations
@@ -18,7 +20,14 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, and_, case, false, literal, not_, or_, true
 
-PROGRESS_STAMPS = ("accepted_at", "notified_at", "delivered_at", "fetched_at", "acknowledged_at")
+PROGRESS_STAMPS = (
+    "accepted_at",
+    "notified_at",
+    "delivered_at",
+    "fetched_at",
+    "working_at",
+    "acknowledged_at",
+)
 
 
 @dataclass(frozen=True)
@@ -30,6 +39,7 @@ class Rule:
 
 RULES: tuple[Rule, ...] = (
     Rule("acknowledged", "acknowledged_at"),
+    Rule("working", "working_at"),
     Rule("fetched", "fetched_at"),
     Rule("delivered", "delivered_at"),
     Rule("failed", "failed_at"),

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field
 
-from inbots.deliveries.schemas import INBOX_STATUSES, AckRequest
+from inbots.deliveries.schemas import INBOX_STATUSES, AckRequest, WorkingRequest
 from inbots.deliveries.state import STATES
 from inbots.errors import Invalid
 from inbots.kit.schema import Request, choice
@@ -214,3 +214,24 @@ class CheckSentArguments(Arguments):
 class SearchMessagesArguments(SearchQuery, Arguments):
     def request(self) -> SearchQuery:
         return SearchQuery.model_validate(self.model_dump(include=set(SearchQuery.model_fields)))
+
+
+class ReadBriefArguments(Arguments):
+    username: str = Field(description="The agent's username, from list_agents.")
+
+
+class SetBriefArguments(Arguments):
+    text: str = Field(
+        description="Your brief, in Markdown: what you do, what to send you and how, what you "
+        "answer and what you will not do (up to {brief_max:,} characters). It replaces the "
+        "previous one whole; an empty text removes it.",
+        json_schema_extra=bounds(maxLength="brief_max"),
+    )
+
+
+class MarkWorkingArguments(WorkingRequest, Arguments):
+    ids: list[str] = Field(
+        description="1 to {ack_batch_max} delivery ids (dlv_…) or message ids (msg_…) from "
+        "check_inbox: mail you are working on.",
+        json_schema_extra=bounds(minItems=1, maxItems="ack_batch_max"),
+    )

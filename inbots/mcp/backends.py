@@ -26,7 +26,7 @@ from sqlalchemy.exc import DataError
 
 from inbots import __version__, client
 from inbots.agents import service as agents
-from inbots.agents.schemas import Directory
+from inbots.agents.schemas import BriefUpdate, Directory
 from inbots.auth.service import Caller
 from inbots.config import Settings
 from inbots.db.engine import Database
@@ -35,7 +35,7 @@ from inbots.deliveries import service as deliveries
 from inbots.deliveries import wait
 from inbots.deliveries.schemas import AckRequest
 from inbots.dispatch.effects import Dispatch
-from inbots.errors import InbotsError, Invalid, not_found
+from inbots.errors import AlreadyAcknowledged, InbotsError, Invalid, NotFound, not_found
 from inbots.kit.paging import clamp_limit
 from inbots.limits import Limits
 from inbots.messages import schemas as messages_schemas
@@ -80,6 +80,9 @@ class Backend(Protocol):
     ) -> Json: ...
     async def request_close(self, thread_id: str) -> Json: ...
     async def search_messages(self, request: SearchQuery) -> Json: ...
+    async def read_brief(self, username: str) -> Json: ...
+    async def set_brief(self, text: str) -> Json: ...
+    async def mark_working(self, ids: list[str], note: str | None) -> Json: ...
 
 
 @dataclass(frozen=True)
@@ -204,6 +207,15 @@ class LocalBackend:
 
     async def search_messages(self, request: SearchQuery) -> Json:
         return _json(await self._run(search.search, request))
+
+    async def read_brief(self, username: str) -> Json:
+        return _json(await self._run(agents.read_brief, username))
+
+    async def set_brief(self, text: str) -> Json:
+        return _json(await self._run(agents.set_own_brief, BriefUpdate(brief=text)))
+
+    async def mark_working(self, ids: list[str], note: str | None) -> Json:
+        return _json(await self._run(deliveries.mark_working, ids, note))
 
 
 def _error_classes() -> dict[str, type[InbotsError]]:
@@ -417,3 +429,31 @@ class HttpBackend:
             cursor=request.cursor,
         )
         return _answer(await self._call(found))
+
+    async def read_brief(self, username: str) -> Json:
+        return _answer(await self._call(self._client.brief(_path_id(username, "agent"))))
+
+    async def set_brief(self, text: str) -> Json:
+        return _answer(await self._call(self._client.set_brief(text)))
+
+    async def mark_working(self, ids: list[str], note: str | None) -> Json:
+        """``POST /v1/deliveries/{id}/working`` for each id, answered per id as the service's
+        batch is (a 404 or 409 for one id does not stop the others)."""
+        wanted = list(dict.fromkeys(ids))
+        if not 1 <= len(wanted) <= self.limits.ack_batch_max:
+            raise Invalid(
+                f"ids must hold 1 to {self.limits.ack_batch_max} ids (got {len(wanted)}).",
+                field="ids",
+            )
+        working: list[Json] = []
+        acked: list[str] = []
+        missing: list[str] = []
+        for ident in wanted:
+            try:
+                beat = self._client.working(_path_id(ident, "delivery"), note)
+                working.append(_answer(await self._call(beat)))
+            except AlreadyAcknowledged:
+                acked.append(ident)
+            except NotFound:
+                missing.append(ident)
+        return {"working": working, "already_acknowledged": acked, "not_found": missing}

@@ -44,13 +44,51 @@ def render_whoami(a: Json) -> str:
 def render_directory(d: Json) -> str:
     items = d["items"]
     if not items:
-        return "No other agent matches: nobody else can receive mail here yet."
-    lines = [f"{_plural(len(items), 'agent')} you can work with, most recently active first:"]
+        return "Nobody matches: nobody else can receive mail here yet."
+    lines = [f"{_plural(len(items), 'participant')} you can write to, most recently active first:"]
     for a in items:
         seen = "active now" if a["active"] else f"last seen {a['last_seen_at'] or 'never'}"
         about = f" — {a['description']}" if a.get("description") else ""
-        lines.append(f"- {a['username']}{about} ({seen})")
+        who = (
+            " (a person: the operator who owns this workspace)" if a.get("kind") == "person" else ""
+        )
+        brief = "; has a brief (read_brief)" if a.get("has_brief") else ""
+        lines.append(f"- {a['username']}{who}{about} ({seen}{brief})")
     return "\n".join(lines)
+
+
+def render_brief(b: Json) -> str:
+    if not b.get("brief"):
+        return f"{b['username']} has no brief. Its description in list_agents is all there is."
+    return f"The brief of {b['username']} (updated {b['updated_at']}):\n\n{b['brief']}"
+
+
+def render_brief_set(b: Json) -> str:
+    if not b.get("brief"):
+        return "Your brief is removed."
+    return (
+        f"Your brief is set ({len(b['brief']):,} characters); other agents read it with "
+        f'read_brief("{b["username"]}").'
+    )
+
+
+def render_working(r: Json) -> str:
+    parts = []
+    if r["working"]:
+        ids = ", ".join(d["id"] for d in r["working"])
+        parts.append(
+            f"Marked working: {ids}. Their senders see it; call mark_working again while you "
+            "work (a heartbeat), and acknowledge each when you are done."
+        )
+    if r["already_acknowledged"]:
+        parts.append(
+            f"Already acknowledged, nothing to work on: {', '.join(r['already_acknowledged'])}."
+        )
+    if r["not_found"]:
+        parts.append(
+            f"Not found among your deliveries in open threads: {', '.join(r['not_found'])}."
+        )
+    return " ".join(parts)
 
 
 def render_threads(d: Json) -> str:
@@ -145,6 +183,10 @@ def _receipt(r: Json) -> str:
         line += f" ({r['outcome']})"
     if r.get("note"):
         line += f" — “{r['note']}”"
+    elif r.get("state") == "working" and r.get("working_note"):
+        line += f" (working since {r['working_at']}: “{r['working_note']}”)"
+    elif r.get("state") == "working":
+        line += f" (last said so {r['working_at']})"
     return line
 
 

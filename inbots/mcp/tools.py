@@ -24,8 +24,8 @@ from typing import Any, ClassVar, get_origin
 from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from inbots.agents.schemas import AgentRead, Directory
-from inbots.deliveries.schemas import AckResult, Inbox, Waited
+from inbots.agents.schemas import AgentRead, BriefRead, Directory
+from inbots.deliveries.schemas import AckResult, Inbox, Waited, WorkingResult
 from inbots.errors import InbotsError, Invalid, UnknownField
 from inbots.kit.schema import UNKNOWN_FIELD
 from inbots.limits import Limits, describe, resolve
@@ -37,12 +37,15 @@ from inbots.mcp.arguments import (
     CheckSentArguments,
     ListAgentsArguments,
     ListThreadsArguments,
+    MarkWorkingArguments,
     NoArguments,
     OpenThreadArguments,
+    ReadBriefArguments,
     ReadMessageArguments,
     ReadThreadArguments,
     SearchMessagesArguments,
     SendMessageArguments,
+    SetBriefArguments,
     ThreadArguments,
     WaitForMailArguments,
 )
@@ -50,6 +53,8 @@ from inbots.mcp.backends import Backend, InboxQuery, Json
 from inbots.mcp.render import (
     inbox_notice,
     render_acks,
+    render_brief,
+    render_brief_set,
     render_close_requested,
     render_directory,
     render_history,
@@ -62,6 +67,7 @@ from inbots.mcp.render import (
     render_thread,
     render_threads,
     render_whoami,
+    render_working,
 )
 from inbots.messages.schemas import History, MessageWithDelivery, Outbox, SendResult
 from inbots.search.schemas import SearchResults
@@ -76,10 +82,14 @@ At the start of each turn call check_inbox (include_bodies: true gives the bodie
 with its cursor, never by acknowledging). Before acting on a message, read its body. When you
 have acted on it - or decided not to - acknowledge it, with outcome done or declined: every
 message you receive needs an acknowledgement. Before opening a thread, check list_threads and
-reuse the thread for that task if there is one. To see what became of messages you sent (read,
-done, declined and why), check_sent; to be woken when a recipient acknowledges one,
-wait_for_mail with include_receipts. To find an earlier message by its words, search_messages.
-With nothing else to do, wait_for_mail instead of polling."""
+reuse the thread for that task if there is one; list_agents says who is there and read_brief how
+to work with an agent. While a task takes long, mark_working its mail now and then so its sender
+sees you are on it. To see what became of messages you sent (read, done, declined and why),
+check_sent; to be woken when a recipient acknowledges one, wait_for_mail with include_receipts.
+To find an earlier message by its words, search_messages. With nothing else to do,
+wait_for_mail instead of polling. To reach the person who owns this workspace (a decision, an
+approval, a problem no agent can solve), write to the username operator: send_message with
+to: ["operator"], or add operator to a thread."""
 
 
 class InternalError(InbotsError):
@@ -240,16 +250,49 @@ def tool_specs() -> list[ToolSpec]:
             name="list_agents",
             title="List agents",
             description=(
-                "The directory: the other agents of this workspace that can receive mail, most "
-                "recently active first, with each one's username, description and whether it is "
-                "active (it made a call in the last few minutes). Use it to find who should "
-                "work on a task before open_thread or add_participant. Changes nothing."
+                "The directory: who you can write to, most recently active first. The other "
+                "agents of this workspace that can receive mail (kind agent) and the human "
+                "operator who owns them (username operator, kind person: write to it for a "
+                "decision or help only a person can give). Each with its username, description, "
+                "whether it is active (it made a call in the last few minutes) and has_brief "
+                "(read it with read_brief before working with that agent). Use it to find who "
+                "should work on a task before open_thread or add_participant. Changes nothing."
             ),
             arguments=ListAgentsArguments,
             result=Directory,
             invoke=lambda b, a: b.list_agents(a.query, a.active_only),
             render=render_directory,
             read_only=True,
+        ),
+        ToolSpec(
+            name="read_brief",
+            title="Read an agent's brief",
+            description=(
+                "An agent's brief: Markdown it wrote saying what it does and how to work with it "
+                "(what to send it, what it answers, what it will not do). Read it before handing "
+                "an agent a task; list_agents says which agents have one (has_brief). username: "
+                "from list_agents. brief is null when it wrote none. Changes nothing."
+            ),
+            arguments=ReadBriefArguments,
+            result=BriefRead,
+            invoke=lambda b, a: b.read_brief(a.username),
+            render=render_brief,
+            read_only=True,
+        ),
+        ToolSpec(
+            name="set_brief",
+            title="Set my brief",
+            description=(
+                "Write your own brief, which every agent of this workspace can read with "
+                "read_brief: Markdown saying what you do, what to send you and how, what you "
+                "answer and what you will not do. Up to {brief_max:,} characters; it replaces "
+                "the previous brief whole, and an empty text removes it."
+            ),
+            arguments=SetBriefArguments,
+            result=BriefRead,
+            invoke=lambda b, a: b.set_brief(a.text),
+            render=render_brief_set,
+            idempotent=True,
         ),
         ToolSpec(
             name="list_threads",
@@ -409,6 +452,25 @@ def tool_specs() -> list[ToolSpec]:
             idempotent=True,
         ),
         ToolSpec(
+            name="mark_working",
+            title="Mark working",
+            description=(
+                "Say you are working on mail that takes a while: each delivery's sender sees "
+                "state working (with your note) in its receipts, and the operator does not see "
+                "it as stalled. It is a heartbeat: call it again every hour or so while you "
+                "work, because mail with no heartbeat for a long time counts as stalled again. "
+                "Acknowledge it when you are done. ids: 1 to {ack_batch_max} delivery or "
+                "message ids from check_inbox. note: up to {note_max} characters on how it is "
+                "going (replaces your last note). Answers per id: working, "
+                "already_acknowledged or not_found."
+            ),
+            arguments=MarkWorkingArguments,
+            result=WorkingResult,
+            invoke=lambda b, a: b.mark_working(a.ids, a.note),
+            render=render_working,
+            idempotent=True,
+        ),
+        ToolSpec(
             name="wait_for_mail",
             title="Wait for mail",
             description=(
@@ -434,6 +496,7 @@ def tool_specs() -> list[ToolSpec]:
             description=(
                 "The messages you sent, newest first, each with every recipient's receipt: its "
                 "state (accepted: not seen yet; delivered: shown to it; fetched: it read it; "
+                "working: it says it is working on it, with working_at and working_note; "
                 "acknowledged: it is done; stalled or failed: it has not moved) and, once "
                 "acknowledged, its outcome (done or declined) and note. Use it to see which "
                 "of the tasks you handed out are done, declined or still waiting. state: only "

@@ -1,7 +1,7 @@
 """Searching the messages a caller may read: the words of ``q`` in thread titles, summaries and
 bodies, best match first.
 
-The index is the database's own (migration 0010): FTS5 on SQLite, a ``tsvector`` with a GIN
+The index is the database's own (migration 0014): FTS5 on SQLite, a ``tsvector`` with a GIN
 index on PostgreSQL, both kept by triggers. ``q`` is user text and never query syntax: it is cut
 into words here (letters and digits; everything else separates them), and the engine's query is
 built from those words alone, each quoted, so quotes, ``*``, ``%``, ``_``, ``NEAR``, ``AND`` or

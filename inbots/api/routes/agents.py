@@ -3,7 +3,15 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from inbots.agents import service
-from inbots.agents.schemas import AgentCreate, AgentCreated, AgentList, AgentRead, Directory
+from inbots.agents.schemas import (
+    AgentCreate,
+    AgentCreated,
+    AgentList,
+    AgentRead,
+    BriefRead,
+    BriefUpdate,
+    Directory,
+)
 from inbots.api.deps import AgentCtx, AuthFirstRoute, Ctx, OperatorCtx
 
 router = APIRouter(tags=["agents"], route_class=AuthFirstRoute)
@@ -33,6 +41,25 @@ def archive_agent(ctx: OperatorCtx, id_or_username: str) -> AgentRead:
     return ctx.run(service.archive_agent, id_or_username)
 
 
+@router.get("/agents/{id_or_username}/brief", response_model=BriefRead)
+def read_brief(ctx: Ctx, id_or_username: str) -> BriefRead:
+    """An agent's brief: what it does and how to work with it (any agent of the workspace, and
+    the operator). ``brief`` is null when it has written none."""
+    return ctx.run(service.read_brief, id_or_username)
+
+
+@router.put("/agents/{id_or_username}/brief", response_model=BriefRead)
+def set_brief(ctx: OperatorCtx, id_or_username: str, body: BriefUpdate) -> BriefRead:
+    """Replace an agent's brief (Markdown; empty or null removes it)."""
+    return ctx.run(service.set_brief, id_or_username, body)
+
+
+@router.put("/me/brief", response_model=BriefRead)
+def set_own_brief(ctx: AgentCtx, body: BriefUpdate) -> BriefRead:
+    """Replace your own brief (Markdown; empty or null removes it)."""
+    return ctx.run(service.set_own_brief, body)
+
+
 @router.get("/me", response_model=AgentRead)
 def me(ctx: AgentCtx) -> AgentRead:
     """The calling agent."""
@@ -41,6 +68,7 @@ def me(ctx: AgentCtx) -> AgentRead:
 
 @router.get("/directory", response_model=Directory)
 def directory(ctx: Ctx, query: str | None = None, active: str | None = None) -> Directory:
-    """Other agents of the workspace that can receive mail, most recently active first."""
+    """Who you can write to, most recently active first: the other agents of the workspace that
+    can receive mail (``kind: "agent"``) and the operator (``kind: "person"``)."""
     active_only = (active or "").lower() in ("1", "true", "yes")
     return Directory(items=ctx.run(service.directory, query, active_only))

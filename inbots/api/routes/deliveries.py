@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from inbots.api.deps import AuthFirstRoute, OperatorCtx
+from inbots.api.deps import AuthFirstRoute, Ctx, OperatorCtx
 from inbots.deliveries import service
-from inbots.deliveries.schemas import DeliveryDetail, DeliveryPage, DeliveryRead
+from inbots.deliveries.schemas import DeliveryDetail, DeliveryPage, DeliveryRead, WorkingRequest
 
 router = APIRouter(tags=["deliveries"], route_class=AuthFirstRoute)
 
@@ -39,3 +39,12 @@ def get_delivery(ctx: OperatorCtx, delivery_id: str) -> DeliveryDetail:
 def redeliver(ctx: OperatorCtx, delivery_id: str) -> DeliveryRead:
     """Publish the notification again (a failed one too); adds stamps, clears none."""
     return ctx.run(service.redeliver, delivery_id)
+
+
+@router.post("/deliveries/{delivery_id}/working", response_model=DeliveryRead)
+def working(ctx: Ctx, delivery_id: str, body: WorkingRequest | None = None) -> DeliveryRead:
+    """The recipient is working on this delivery: stamps ``working_at`` again on every call (a
+    heartbeat; not stalled until ``INBOTS_WORKING_STALL_SECONDS`` pass without one), with an
+    optional ``note`` its sender sees in the receipt. Someone else's delivery: 404; an
+    acknowledged one: 409 ``already_acknowledged``."""
+    return ctx.run(service.working, delivery_id, body or WorkingRequest())

@@ -1,8 +1,10 @@
-"""``inbots agents``: list, register, show and archive the workspace's agents; their keys and
-sessions."""
+"""``inbots agents``: list, register, show and archive the workspace's agents; their keys,
+sessions and briefs."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -47,6 +49,36 @@ def agents_show(op: Operator, agent: AgentArg) -> None:
 def agents_archive(op: Operator, agent: AgentArg) -> None:
     """Archive an agent: its key stops working at once; its history stays. Idempotent."""
     op.show(op.api.post(path("agents", agent, "archive")), views.archived)
+
+
+@app.command("brief")
+@operator_command()
+def agents_brief(
+    op: Operator,
+    agent: AgentArg,
+    set_from: Annotated[
+        str | None,
+        typer.Option(
+            "--set",
+            help="Replace the brief with this Markdown file's text (- reads standard input; an "
+            "empty file removes the brief).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """An agent's brief: what it does and how to work with it (Markdown). With --set, replace it."""
+    if set_from is None:
+        op.show(op.api.get(path("agents", agent, "brief")), views.brief_view)
+        return
+    try:
+        text = sys.stdin.read() if set_from == "-" else Path(set_from).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise typer.BadParameter(
+            f"cannot read {set_from} ({exc.__class__.__name__}): give a UTF-8 text file, or - "
+            "for standard input.",
+            param_hint="--set",
+        ) from None
+    op.show(op.api.put(path("agents", agent, "brief"), {"brief": text}), views.brief_view)
 
 
 KeyArg = Annotated[str, typer.Argument(metavar="KEY_ID", help="The key's id (key_…).")]

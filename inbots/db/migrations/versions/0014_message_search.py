@@ -16,7 +16,7 @@ delete, a title change) leaves it consistent.
 NOTE: a later batch migration that recreates ``messages`` or ``threads`` on SQLite drops these
 triggers; it must create them again (``SQLITE_TRIGGERS`` below).
 
-Revision ID: 0010
+Revision ID: 0014
 Revises: 0013
 Create Date: 2026-12-03 10:00:00
 """
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "0010"
+revision: str = "0014"
 down_revision: str | None = "0013"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
