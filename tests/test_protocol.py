@@ -29,6 +29,9 @@ from inbots.db.engine import Database
 from tests.conftest import free_port
 from tests.processes import serve
 
+# One xdist worker runs the module: its servers (one an `inbots serve` process) start once.
+pytestmark = pytest.mark.xdist_group("protocol")
+
 MB = 1024 * 1024
 
 
