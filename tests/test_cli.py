@@ -306,11 +306,17 @@ def test_watch_stops_cleanly_on_ctrl_c(api: Api) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(1.5)  # start-up and a few refreshes
+    # Ctrl-C once it is watching (the first frame is out), not while Python is still starting.
+    assert watcher.stdout is not None
+    first = ""
+    deadline = time.monotonic() + 20
+    while "Recent deliveries" not in first and time.monotonic() < deadline:
+        first += watcher.stdout.readline()
+    time.sleep(0.5)  # a few refreshes
     watcher.send_signal(signal.SIGINT)
     stdout, stderr = watcher.communicate(timeout=10)
     assert watcher.returncode == 0, stderr
-    assert "Traceback" not in stderr and "Recent deliveries" in stdout
+    assert "Traceback" not in stderr and "Recent deliveries" in first + stdout
 
 
 def test_errors_are_one_line_with_an_exit_code_per_kind(api: Api) -> None:
@@ -513,3 +519,65 @@ def test_output_option_errors(api: Api) -> None:
     assert_one_line_error(both, 2, "--json", "--output")
     same = inbots(api, "agents", "list", "--json", "--output", "json").json()
     assert same == api.ok("GET", "/agents")
+
+
+def test_the_operators_desk_inbox_reply_ack_and_watch_for_operator(api: Api) -> None:
+    worker = api.agent("worker")
+    thread = api.open_thread("Nightly build", ["worker"])
+    asked = api.send(thread["id"], "Please rebuild the index")
+    question = worker.send(thread["id"], "Which index?", kind="question", priority="urgent")
+    update = worker.send(thread["id"], "Started anyway", kind="update")
+
+    listed = ok(api, "inbox", "--output", "tsv").stdout.splitlines()
+    header, *rows = [line.split("\t") for line in listed]
+    ids = [row[header.index("message_id")] for row in rows]
+    assert ids == [question["message"]["id"], update["message"]["id"]]  # urgent first
+
+    table = ok(api, "inbox", "--bodies", "--output", "table").stdout
+    assert "Which index?" in table and "Started anyway" in table and "URGENT" in table
+
+    replied = ok(api, "reply", question["message"]["id"], "The search index", "--ack", "done")
+    assert "Posted msg_" in replied.stdout and "worker" in replied.stdout
+    (answer,) = worker.inbox()["items"][1:]
+    assert answer["sender"] == "operator" and answer["summary"] == "The search index"
+    assert (
+        worker.ok("GET", f"/messages/{answer['message_id']}")["message"]["reply_to"]
+        == (question["message"]["id"])
+    )
+    assert worker.inbox()["items"][0]["message_id"] == asked["message"]["id"]
+
+    acked = ok(api, "ack", update["message"]["id"], "--declined", "--note", "not needed")
+    assert f"acknowledged: {update['message']['id']}" in acked.stdout
+    assert ok(api, "inbox", "--output", "json").json()["items"] == []
+    again = ok(api, "inbox", "--status", "acked", "--output", "json").json()["items"]
+    assert {i["message_id"] for i in again} == {question["message"]["id"], update["message"]["id"]}
+
+    frame = ok(api, "watch", "--once", "--for", "operator").stdout
+    assert "for operator" in frame and "worker" not in frame.split("Recent deliveries")[1]
+    assert question["message"]["id"] not in frame  # the table lists delivery ids
+    delivery_ids = {d["id"] for d in update["deliveries"] if d["recipient"] == "operator"}
+    assert delivery_ids and all(d in frame for d in delivery_ids)
+
+    missing = inbots(api, "reply", "msg_nope", "hello")
+    assert_one_line_error(missing, 1, "not_found")
+
+
+def test_inbox_wait_long_polls_for_the_operators_mail(api: Api) -> None:
+    worker = api.agent("worker")
+    thread = api.open_thread("Nightly build", ["worker"])
+    api.send(thread["id"], "go")
+    env = cli_env(api)
+    waiting = subprocess.Popen(
+        [str(INBOTS), "inbox", "--wait", "20", "--output", "json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.0)
+    assert waiting.poll() is None
+    reply = worker.send(thread["id"], "done")
+    out, err = waiting.communicate(timeout=15)
+    assert waiting.returncode == 0, err
+    items = json.loads(out)["items"]
+    assert [i["message_id"] for i in items] == [reply["message"]["id"]]

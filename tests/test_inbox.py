@@ -270,8 +270,23 @@ def test_agent_calling_operator_inbox_is_forbidden(api: Api) -> None:
     assert_error(reader.get("/operator/inbox"), 403, "forbidden")
 
 
-def test_operator_calling_agent_inbox_is_forbidden(api: Api) -> None:
-    assert_error(api.get("/inbox"), 403, "forbidden")
+def test_operator_token_on_the_inbox_lists_the_operators_own_mail(api: Api) -> None:
+    worker = api.agent("worker")
+    thread = api.open_thread("Operator's task", ["worker"])
+    api.send(thread["id"], "go")
+    replies = [worker.send(thread["id"], f"reply {n}") for n in range(3)]
+
+    assert api.ok("GET", "/inbox") == api.ok("GET", "/operator/inbox")
+    first = api.ok("GET", "/inbox", params={"limit": "2", "include": "body"})
+    assert [i["body"] for i in first["items"]] == ["reply 0", "reply 1"]
+    rest = api.ok("GET", "/operator/inbox", params={"cursor": first["next_cursor"]})
+    assert [i["message_id"] for i in rest["items"]] == [replies[2]["message"]["id"]]
+    assert rest["next_cursor"] is None
+    api.ok("POST", "/acks", json={"ids": [replies[0]["message"]["id"]], "outcome": "done"})
+    acked = api.ok("GET", "/inbox", params={"status": "acked"})
+    assert [i["message_id"] for i in acked["items"]] == [replies[0]["message"]["id"]]
+    # The worker's inbox holds only the operator's message, never the operator's mail.
+    assert [i["sender"] for i in worker.inbox()["items"]] == ["operator"]
 
 
 def test_inbox_without_token_is_unauthorized(api: Api) -> None:

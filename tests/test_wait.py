@@ -276,8 +276,20 @@ def test_wait_does_not_return_closed_thread_mail(api: Api) -> None:
     assert body == EMPTY
 
 
-def test_operator_calling_wait_is_forbidden(api: Api) -> None:
-    assert_error(api.get("/inbox/wait", params={"timeout": "1"}), 403, "forbidden")
+def test_operator_token_waits_for_the_operators_own_mail(api: Api) -> None:
+    worker = api.agent("worker")
+    thread = api.open_thread("Operator's task", ["worker"])
+    api.send(thread["id"], "go")
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        waiting = pool.submit(api.ok, "GET", "/inbox/wait", params={"timeout": "10"})
+        time.sleep(0.3)
+        assert not waiting.done()
+        reply = worker.send(thread["id"], "done, see PR 12")
+        started = time.monotonic()
+        body = waiting.result(timeout=10)
+    assert time.monotonic() - started < 5
+    assert [i["message_id"] for i in body["items"]] == [reply["message"]["id"]]
+    assert body["items"][0]["sender"] == "worker"
 
 
 def test_wait_without_token_is_unauthorized(api: Api) -> None:

@@ -117,14 +117,17 @@ class Client:
         *,
         params: dict[str, Any] | None = None,
         json: Any = None,
+        timeout: float = TIMEOUT_SECONDS,
     ) -> Any:
         query = {k: v for k, v in (params or {}).items() if v is not None}
         with self._spinner(f"{method} {path}"):
             try:
-                response = self._http.request(method, path, params=query, json=json)
+                response = self._http.request(
+                    method, path, params=query, json=json, timeout=timeout
+                )
             except httpx.TimeoutException:
                 raise CliError(
-                    f"Inbots at {self.url} did not answer within {TIMEOUT_SECONDS:g} s.",
+                    f"Inbots at {self.url} did not answer within {timeout:g} s.",
                     EXIT_UNREACHABLE,
                 ) from None
             except httpx.TransportError as exc:

@@ -181,6 +181,45 @@ def posted(result: Json) -> Text:
 
 
 # ---------------------------------------------------------------------------------------------
+# the operator's inbox
+
+
+def inbox_table(items: list[Json]) -> Table:
+    with_bodies = any("body" in i for i in items)
+    columns = ["id", "state", "from", "thread", "sent", "summary"]
+    grid = table([*columns, "body"] if with_bodies else columns)
+    for i in items:
+        thread = i["thread_title"] + (f" [{i['thread_ref']}]" if i.get("thread_ref") else "")
+        row = [
+            i["message_id"],
+            i["state"],
+            i["sender"],
+            cell(thread),
+            ago(i["sent_at"]),
+            cell(("URGENT " if i["priority"] == "urgent" else "") + (i["summary"] or "")),
+        ]
+        if with_bodies:
+            row.append(cell(i.get("body")))
+        grid.add_row(*row, style="bold" if i["priority"] == "urgent" else None)
+    if not items:
+        grid.caption = "no mail"
+    return grid
+
+
+def acked(result: Json) -> Text:
+    parts = [
+        f"{label}: {', '.join(result[key])}"
+        for key, label in (
+            ("acknowledged", "acknowledged"),
+            ("already", "already acknowledged"),
+            ("not_found", "not found"),
+        )
+        if result[key]
+    ]
+    return Text("; ".join(parts) or "Nothing to acknowledge.")
+
+
+# ---------------------------------------------------------------------------------------------
 # deliveries
 
 
@@ -357,7 +396,10 @@ def stats_view(s: Json) -> Table:
     )
 
 
-def watch_frame(page: Json, counters: Json, state: str | None) -> Group:
+def watch_frame(
+    page: Json, counters: Json, state: str | None, recipient: str | None = None
+) -> Group:
     """One frame of ``inbots watch``: the counters, then the most recent deliveries."""
-    title = f"Recent deliveries{f' ({state})' if state else ''} at {when(counters['generated_at'])}"
+    which = ", ".join(x for x in (state, f"for {recipient}" if recipient else None) if x)
+    title = f"Recent deliveries{f' ({which})' if which else ''} at {when(counters['generated_at'])}"
     return Group(stats_view(counters), deliveries_table(page["items"], title=title))

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from inbots.api.deps import AgentCtx, AuthFirstRoute, Ctx, OperatorCtx
+from inbots.api.deps import AuthFirstRoute, Ctx, OperatorCtx
 from inbots.deliveries import service, wait
 from inbots.deliveries.schemas import AckRequest, AckResult, DeliveryRead, Inbox, Waited
 from inbots.messages import service as messages
@@ -13,7 +13,7 @@ router = APIRouter(tags=["inbox"], route_class=AuthFirstRoute)
 
 @router.get("/inbox", response_model=Inbox)
 def inbox(
-    ctx: AgentCtx,
+    ctx: Ctx,
     limit: str | None = None,
     cursor: str | None = None,
     include: str | None = None,
@@ -25,7 +25,8 @@ def inbox(
     (stamps delivered, never fetched). ``cursor`` (the previous answer's ``next_cursor``) pages
     on without acknowledging anything; ``include=body`` adds bodies (at most 20 a page) and
     stamps those fetched; ``status=unacked|acked|all``; ``priority=urgent``; ``since=`` a
-    delivery id or an RFC 3339 time."""
+    delivery id or an RFC 3339 time. With the operator token: the operator's own mail (replies
+    and mail addressed to ``operator``)."""
     return ctx.run(
         service.inbox,
         limit,
@@ -38,18 +39,25 @@ def inbox(
 
 
 @router.get("/operator/inbox", response_model=Inbox)
-def operator_inbox(ctx: OperatorCtx, limit: str | None = None) -> Inbox:
-    """Deliveries addressed to the operator, as ``/v1/inbox``."""
-    return ctx.run(service.inbox, limit)
+def operator_inbox(
+    ctx: OperatorCtx,
+    limit: str | None = None,
+    cursor: str | None = None,
+    include: str | None = None,
+    status: str | None = None,
+    priority: str | None = None,
+    since: str | None = None,
+) -> Inbox:
+    """The operator's own mail: an alias of ``/v1/inbox`` called with the operator token."""
+    return inbox(ctx, limit, cursor, include, status, priority, since)
 
 
 @router.get("/inbox/wait", response_model=Waited)
-async def wait_for_mail(
-    ctx: AgentCtx, timeout: str | None = None, events: str | None = None
-) -> Waited:
+async def wait_for_mail(ctx: Ctx, timeout: str | None = None, events: str | None = None) -> Waited:
     """Long-poll: answers as soon as there is unacknowledged mail not yet shown, or at the timeout
     (then ``items`` is empty). ``events=receipts`` also answers when a recipient acknowledged a
-    message you sent (``receipts``). Waiting holds neither a database connection nor a thread."""
+    message you sent (``receipts``). Waiting holds neither a database connection nor a thread.
+    With the operator token it waits for the operator's own mail."""
     state = ctx.request.app.state
     seconds = wait.wait_seconds(timeout, state.settings)
     receipts = wait.wants_receipts(events)

@@ -10,6 +10,7 @@ from inbots.cli.commands import (
     agents,
     deliveries,
     events,
+    inbox,
     stats,
     threads,
     tokens,
@@ -27,5 +28,8 @@ def add_operator_commands(app: typer.Typer) -> None:
     app.add_typer(events.app, name="events")
     app.add_typer(tokens.app, name="tokens")
     app.command("post")(threads.post)
+    app.command("inbox")(inbox.inbox)
+    app.command("reply")(inbox.reply)
+    app.command("ack")(inbox.ack)
     app.command("stats")(stats.stats)
     app.command("watch")(watch.watch)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from contextlib import suppress
+from dataclasses import dataclass
 from typing import Annotated
 
 import typer
@@ -26,38 +27,56 @@ def watch(
     interval: Annotated[float, typer.Option(min=0.1, help="Seconds between refreshes.")] = 2.0,
     state: Annotated[str | None, typer.Option(help="Only deliveries in this state.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="How many recent deliveries.")] = 20,
+    recipient: Annotated[
+        str | None,
+        typer.Option(
+            "--for",
+            help="Only deliveries to this recipient (a username or agent id; operator for the "
+            "operator's own mail).",
+        ),
+    ] = None,
     once: Annotated[bool, typer.Option(help="Render one frame and exit.")] = False,
 ) -> None:
     """A live view of recent deliveries and the counters; stalled rows yellow, failed red.
     Ctrl-C stops it. When stdout is not a terminal, one frame after another (like top -b)."""
+    view = View(state, recipient, limit)
     if once:
-        print_human(frame(op.api, state, limit))
+        print_human(frame(op.api, view))
         return
     with suppress(KeyboardInterrupt):  # Ctrl-C is the normal way out
         if on_terminal():
-            watch_live(op.api, interval, state, limit)
+            watch_live(op.api, interval, view)
         else:
-            watch_frames(op.api, interval, state, limit)
+            watch_frames(op.api, interval, view)
 
 
-def watch_live(api: Client, interval: float, state: str | None, limit: int) -> None:
+@dataclass(frozen=True)
+class View:
+    """Which deliveries a watch shows."""
+
+    state: str | None
+    recipient: str | None
+    limit: int
+
+
+def watch_live(api: Client, interval: float, view: View) -> None:
     header = Spinner("dots", text=Text(f"watching {api.url} (every {interval:g} s; Ctrl-C stops)"))
     with Live(console=out, refresh_per_second=8) as live:
         while True:
-            live.update(Group(header, frame_or_outage(api, state, limit)))
+            live.update(Group(header, frame_or_outage(api, view)))
             time.sleep(interval)
 
 
-def watch_frames(api: Client, interval: float, state: str | None, limit: int) -> None:
+def watch_frames(api: Client, interval: float, view: View) -> None:
     while True:
-        print_human(frame_or_outage(api, state, limit))
+        print_human(frame_or_outage(api, view))
         sys.stdout.flush()
         time.sleep(interval)
 
 
-def frame_or_outage(api: Client, state: str | None, limit: int) -> RenderableType:
+def frame_or_outage(api: Client, view: View) -> RenderableType:
     try:
-        return frame(api, state, limit)
+        return frame(api, view)
     except CliError as exc:
         if exc.exit_code != EXIT_UNREACHABLE:
             raise
@@ -65,6 +84,6 @@ def frame_or_outage(api: Client, state: str | None, limit: int) -> RenderableTyp
         return Text(f"{exc.format_message()} — retrying", style="red")
 
 
-def frame(api: Client, state: str | None, limit: int) -> Group:
-    page = api.get("/deliveries", state=state, limit=limit)
-    return views.watch_frame(page, api.get("/stats"), state)
+def frame(api: Client, view: View) -> Group:
+    page = api.get("/deliveries", state=view.state, agent=view.recipient, limit=view.limit)
+    return views.watch_frame(page, api.get("/stats"), view.state, view.recipient)
