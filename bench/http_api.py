@@ -7,6 +7,12 @@ as uvicorn subprocesses on the same freshly migrated database, and the same clie
 one httpx keep-alive connection each) drives both, alternating between them round by round.
 Every figure is printed beside its baseline with the ratio Inbots / baseline. See
 ``bench/README.md``.
+
+The caps and the send rate limit have their own figure (``send_caps_N``): the same send workload
+against two Inbots servers on the same database, one with the caps and the rate limit on
+(``GOVERNED``: set above what the workload reaches, so every send is checked and none refused)
+and one with them off (``UNGOVERNED``), alternating round by round; the ratio on / off is the
+check's cost (the spec asks that it stay within 10 %).
 """
 
 from __future__ import annotations
@@ -46,6 +52,19 @@ from inbots.db.engine import Database
 from inbots.deliveries.models import Delivery
 from inbots.messages.models import Message
 
+# Caps and the rate limit on, above what the workload reaches (every send is checked: its
+# token bucket and its recipients' ledger rows are updated, none is refused), and off.
+GOVERNED = {
+    "INBOTS_CAP_PER_RECIPIENT": "20000",
+    "INBOTS_CAP_PER_PAIR": "20000",
+    "INBOTS_RATE_LIMIT_PER_MINUTE": "1000000",
+    "INBOTS_RATE_LIMIT_BURST": "1000000",
+}
+UNGOVERNED = {
+    "INBOTS_CAP_PER_RECIPIENT": "0",
+    "INBOTS_CAP_PER_PAIR": "0",
+    "INBOTS_RATE_LIMIT_PER_MINUTE": "0",
+}
 READER_OWNER = "owner-reader"  # the baseline's counterpart of the measured agent
 BODY_FILL = "Status update from the benchmark: the nightly build passed, numbers attached. "
 
@@ -346,6 +365,49 @@ def measure_sends(
     return figures
 
 
+def measure_governance(
+    plan: Plan, governed: ServerProcess, ungoverned: ServerProcess, world: World
+) -> list[dict[str, Any]]:
+    """The same sends with the caps and the rate limit on (the figure) and off (its baseline)."""
+    figures = []
+    for n in plan.recipients:
+        thread_ids = world.threads[n]
+        headers = [{"Authorization": f"Bearer {key}"} for key in world.sender_keys]
+
+        def send(
+            client: int,
+            seq: int,
+            thread_ids: list[str] = thread_ids,
+            headers: list[dict[str, str]] = headers,
+        ) -> tuple[str, str, dict[str, Any]]:
+            return (
+                "POST",
+                f"/v1/threads/{thread_ids[client]}/messages",
+                {"json": {"body": body_for(client, seq)}, "headers": headers[client]},
+            )
+
+        def against(server: ServerProcess, send: Callable[..., Any] = send) -> RunResult:
+            return run_load(
+                server.url,
+                send,
+                clients=plan.clients,
+                per_client=plan.send_per_client,
+                warmup=plan.send_warmup,
+                expect=201,
+            )
+
+        started = time.perf_counter()
+        on, off = alternate(plan.rounds, lambda: against(governed), lambda: against(ungoverned))
+        noun = "recipient" if n == 1 else "recipients"
+        figure = throughput_figure(f"send_caps_{n}", f"send, caps on/off, {n} {noun}", on, off)
+        figures.append(figure)
+        log(
+            f"  sends with caps on vs off, {n} {noun}: ratio {figure['ratio']:.3f} "
+            f"({time.perf_counter() - started:.1f} s)"
+        )
+    return figures
+
+
 # --- one backend ---------------------------------------------------------------------------
 
 
@@ -357,17 +419,19 @@ def run_backend(backend: str, plan: Plan, pg_admin_url: str) -> dict[str, Any]:
         url, db = workspace.url, workspace.db
         baseline_app.metadata.create_all(db.engine)
 
-        inbots = ServerProcess(
-            "inbots",
-            "inbots.api.app:create_app",
-            {
-                "INBOTS_DATABASE_URL": url,
-                "INBOTS_LOG_LEVEL": "WARNING",
-                "INBOTS_STALL_SECONDS": STALL_SECONDS,  # keeps the seeded mail from stalling
-            },
-        )
+        served = {
+            "INBOTS_DATABASE_URL": url,
+            "INBOTS_LOG_LEVEL": "WARNING",
+            "INBOTS_STALL_SECONDS": STALL_SECONDS,  # keeps the seeded mail from stalling
+        }
+        inbots = ServerProcess("inbots", "inbots.api.app:create_app", {**served, **GOVERNED})
         stack.callback(inbots.stop)
         inbots.start()
+        ungoverned = ServerProcess(
+            "inbots-ungoverned", "inbots.api.app:create_app", {**served, **UNGOVERNED}
+        )
+        stack.callback(ungoverned.stop)
+        ungoverned.start()
         world = build_world(plan, inbots.url, workspace.token, db, workspace.workspace_id)
         db.engine.dispose()  # the bench process holds no connection while measuring
         baseline = ServerProcess(
@@ -380,6 +444,8 @@ def run_backend(backend: str, plan: Plan, pg_admin_url: str) -> dict[str, Any]:
         # Listing first, while exactly the seeded deliveries are stored; sends add more.
         listing = measure_listing(plan, inbots, baseline, world)
         figures = measure_sends(plan, inbots, baseline, world) + listing
+        governance = measure_governance(plan, inbots, ungoverned, world)
+        figures += governance
         stored = check_fanout(db, world)
         errors = sum(r["errors"] for f in figures for r in f["inbots_runs"] + f["baseline_runs"])
         if errors:
@@ -391,6 +457,8 @@ def run_backend(backend: str, plan: Plan, pg_admin_url: str) -> dict[str, Any]:
         "seed": asdict(world.seed),
         "messages_stored_by_sends": {str(k): v for k, v in stored.items()},
         "errors": errors,
+        # Sends with the caps and the rate limit on / off (the spec: within 10 %).
+        "caps_on_off_ratio": {f["key"]: f["ratio"] for f in governance},
         "seconds": round(time.perf_counter() - started, 1),
         "figures": figures,
     }
@@ -425,7 +493,8 @@ def render(result: dict[str, Any]) -> str:
         *figure_table(result["figures"], _number),
         "",
         f"  Baselines (bare FastAPI, same database): sends vs {BASELINES['send']},",
-        f"  inbox vs {BASELINES['inbox']}.",
+        f"  inbox vs {BASELINES['inbox']}; 'caps on/off' is the same sends with the caps",
+        "  and the rate limit on (above what the workload reaches) against them off.",
         "  msg/s: higher is better, a ratio below 1 means Inbots is slower. ms: lower is better,",
         "  a ratio above 1 means Inbots is slower. 'per round': the ratio in each round.",
     ]

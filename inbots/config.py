@@ -103,6 +103,16 @@ class Settings(BaseSettings):
     new_agent_grace_seconds: PositiveSeconds = 600.0
     last_seen_resolution_seconds: float = Field(default=5.0, ge=0)
 
+    # Enrolment, agent keys and agent sessions (agents-and-governance.md section 3).
+    enrollment_uses_default: int = Field(default=1, ge=1)
+    enrollment_uses_max: int = Field(default=1_000, ge=1)
+    enrollment_expires_in_default: PositiveSeconds = 86_400.0
+    enrollment_expires_in_max: PositiveSeconds = 30 * 86_400.0
+    agent_keys_max: int = Field(default=20, ge=1)
+    key_label_max: int = Field(default=100, ge=1)
+    session_label_max: int = Field(default=64, ge=1, le=200)
+    session_active_seconds: PositiveSeconds = 300.0
+
     # Delivery engine (delivery.md).
     webhook_allow_private: bool = False
     webhook_timeout_seconds: PositiveSeconds = 10.0
@@ -121,6 +131,20 @@ class Settings(BaseSettings):
     webhook_rotation_overlap_seconds: PositiveSeconds = 86_400.0
     broker_visibility_timeout_seconds: int = Field(default=3_600, ge=60)
     embedded_workers: int = Field(default=8, ge=1, le=256)
+
+    # Governance (agents-and-governance.md §3). Each cap and the rate limit: 0 turns it off.
+    cap_per_recipient: int = Field(default=2_000, ge=0)  # unacknowledged deliveries to one agent
+    cap_per_pair: int = Field(default=500, ge=0)  # ... from one sender to one recipient
+    rate_limit_per_minute: int = Field(default=120, ge=0)  # messages an agent sends (refill)
+    rate_limit_burst: int = Field(default=30, ge=0)  # the bucket's size
+    # A message's ttl_seconds bounds. The minimum is lowered only by tests and operators who
+    # need short-lived mail to expire quickly.
+    ttl_min_seconds: int = Field(default=300, ge=1)
+    ttl_max_seconds: int = Field(default=604_800, ge=1)
+    # Closed threads older than this many days are deleted by the sweep (0: keep forever),
+    # this many threads a transaction.
+    retention_days: float = Field(default=0, ge=0)
+    retention_batch_size: int = Field(default=500, ge=1)
 
     @field_validator("retry_schedule", mode="before")
     @classmethod
@@ -173,6 +197,14 @@ class Settings(BaseSettings):
             raise ValueError("check_inbox_default: must not exceed INBOTS_CHECK_INBOX_MAX")
         if self.wait_default_seconds > self.wait_max_seconds:
             raise ValueError("wait_default_seconds: must not exceed INBOTS_WAIT_MAX_SECONDS")
+        if self.ttl_min_seconds > self.ttl_max_seconds:
+            raise ValueError("ttl_min_seconds: must not exceed INBOTS_TTL_MAX_SECONDS")
+        if self.enrollment_uses_default > self.enrollment_uses_max:
+            raise ValueError("enrollment_uses_default: must not exceed INBOTS_ENROLLMENT_USES_MAX")
+        if self.enrollment_expires_in_default > self.enrollment_expires_in_max:
+            raise ValueError(
+                "enrollment_expires_in_default: must not exceed INBOTS_ENROLLMENT_EXPIRES_IN_MAX"
+            )
         if self.summary_shown > self.summary_max:
             raise ValueError("summary_shown: must not exceed INBOTS_SUMMARY_MAX")
         if self.metrics_public and self.metrics_token:

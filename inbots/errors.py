@@ -4,6 +4,7 @@
 
     InbotsError                     (code, status, message, field)
     ├── Unauthorized                401 unauthorized
+    │   └── EnrollmentInvalid       401 enrollment_invalid (a spent, revoked or expired token)
     ├── Forbidden                   403 forbidden
     ├── NotFound                    404 not_found
     ├── Invalid                     422 validation_error (names the field)
@@ -16,7 +17,8 @@
     │   ├── NoRecipients            409 no_recipients
     │   └── IdempotencyKeyReused    409 idempotency_key_reused
     ├── PayloadTooLarge             413 payload_too_large
-    ├── RateLimited                 429 rate_limited
+    ├── Expired                     410 expired (a delivery whose message's ttl passed)
+    ├── RateLimited                 429 rate_limited (with retry_after)
     └── ServiceUnavailable          503 service_unavailable (the database cannot answer now)
 
 The HTTP layer renders them as ``{"error": {"code", "message", "field"?}}`` (with a
@@ -49,6 +51,10 @@ class InbotsError(Exception):
 class Unauthorized(InbotsError):
     code = "unauthorized"
     status = 401
+
+
+class EnrollmentInvalid(Unauthorized):
+    code = "enrollment_invalid"
 
 
 class Forbidden(InbotsError):
@@ -104,9 +110,23 @@ class PayloadTooLarge(InbotsError):
     status = 413
 
 
+class Expired(InbotsError):
+    code = "expired"
+    status = 410
+
+
 class RateLimited(InbotsError):
+    """A cap or the send rate limit refused the call; ``retry_after`` says when to try again."""
+
     code = "rate_limited"
     status = 429
+
+    def __init__(
+        self, message: str, *, retry_after: int | None = None, field: str | None = None
+    ) -> None:
+        super().__init__(message, field=field)
+        if retry_after is not None:
+            self.retry_after = retry_after  # type: ignore[misc]
 
 
 class ServiceUnavailable(InbotsError):

@@ -48,6 +48,18 @@ class Limits(Model):
     inbox_bodies_max: int  # an inbox page with bodies lists at most this many
     wait_default_seconds: float
     wait_max_seconds: float
+    cap_per_recipient: int  # unacknowledged deliveries one agent may hold (0: no cap)
+    cap_per_pair: int  # ... from one sender (0: no cap)
+    rate_limit_per_minute: int  # messages an agent may send a minute (0: no limit)
+    rate_limit_burst: int  # ... at once, after a quiet spell
+    ttl_min_seconds: int  # a message's ttl_seconds
+    ttl_max_seconds: int
+    retention_days: float  # closed threads older than this are deleted (0: kept forever)
+    enrollment_uses_max: int  # uses of one enrolment token
+    enrollment_expires_in_max: float  # seconds an enrolment token may live
+    agent_keys_max: int  # live keys one agent may hold
+    key_label_max: int
+    session_label_max: int  # characters of an X-Inbots-Session label
 
     @classmethod
     def of(cls, settings: Settings) -> Limits:

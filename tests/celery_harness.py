@@ -83,6 +83,13 @@ SHARED_SETTINGS = (
     "broker_visibility_timeout_seconds",
     "sqlite_busy_timeout_seconds",
     "summary_shown",
+    "cap_per_recipient",
+    "cap_per_pair",
+    "rate_limit_per_minute",
+    "rate_limit_burst",
+    "ttl_min_seconds",
+    "retention_days",
+    "retention_batch_size",
 )
 
 

@@ -41,6 +41,8 @@ PG_ADMIN_URL = os.environ.get(
 )
 TABLES = (
     "heartbeats",
+    "send_buckets",
+    "cap_ledger",
     "delivery_attempts",
     "events",
     "deliveries",
@@ -49,6 +51,9 @@ TABLES = (
     "threads",
     "signin_failures",
     "dashboard_sessions",
+    "agent_sessions",
+    "agent_keys",
+    "enrollments",
     "operator_tokens",
     "agents",
     "workspaces",
@@ -170,6 +175,9 @@ def settings(db_url: str, settings_overrides: dict[str, object]) -> Settings:
         "database_url": db_url,
         "webhook_allow_private": True,
         "last_seen_resolution_seconds": 0,
+        # The send rate limit (120 a minute, bursts of 30) is off in tests unless a test turns
+        # it on (tests/test_caps.py): many scenarios send more than a burst from one agent.
+        "rate_limit_per_minute": 0,
     }
     return load_settings(**{**base, **settings_overrides})
 

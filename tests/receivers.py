@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
+
 # Webhook timings for embedded-default tests: the whole retry sequence in about 1.5 s.
 FAST = {"retry_schedule": "0.2,0.4,0.8", "webhook_timeout_seconds": 1.0, "publish_lost_seconds": 8}
 
@@ -103,3 +105,50 @@ def receiver(behaviour: Behaviour) -> Iterator[Receiver]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+# Not passed on by the relay: it answers with a body of its own length, decoded.
+_HOP_BY_HOP = ("content-length", "content-encoding", "transfer-encoding", "connection")
+
+
+@contextmanager
+def relay(target: str) -> Iterator[Receiver]:
+    """A loopback HTTP proxy to ``target`` that records every request it passes on (what a
+    client sent, as the server would see it); the answers are the target's."""
+    state = Receiver(always(502))
+    upstream = httpx.Client(base_url=target, timeout=120.0)
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _relay(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            body = self.rfile.read(length)
+            headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+            with state.lock:
+                state.requests.append(Received(time.monotonic(), self.path, headers, body))
+            answer = upstream.request(self.command, self.path, headers=headers, content=body)
+            self.send_response(answer.status_code)
+            for name, value in answer.headers.items():
+                if name.lower() not in _HOP_BY_HOP:
+                    self.send_header(name, value)
+            self.send_header("content-length", str(len(answer.content)))
+            self.end_headers()
+            self.wfile.write(answer.content)
+
+        do_GET = do_POST = do_PUT = do_DELETE = _relay
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    state.port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        upstream.close()

@@ -210,7 +210,11 @@ def test_keys_and_operator_token_are_stored_only_as_hashes(api: Api, database: D
         created = api.ok("POST", "/agents", 201, json={"name": name, "description": "a bot"})
         secrets.append(created["api_key"])
     api.ok("POST", "/agents/gamma/archive")
-    values = _text_values(database, "agents") + _text_values(database, "operator_tokens")
+    values = (
+        _text_values(database, "agents")
+        + _text_values(database, "agent_keys")
+        + _text_values(database, "operator_tokens")
+    )
     assert len(values) >= 4 * 3
     for secret in secrets:
         random_part = secret[4:]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import pickle
 import subprocess
 import sys
@@ -141,6 +142,7 @@ def test_the_public_names_are_exported_on_purpose() -> None:
     assert Client.__module__ == "inbots.client" and NotFound.__module__ == "inbots.client"
     assert all(hasattr(inbots.client, name) for name in inbots.client.__all__)
     assert verify is inbots.webhooks.verify  # re-exported, not a second implementation
+    assert inbots.client.Priority.__args__ == ("normal", "urgent")  # for callers' signatures
     assert issubclass(TransportError, ConnectionError) and issubclass(Timeout, TimeoutError)
     for cls in (AuthError, NotFound, Conflict, ValidationError, RateLimited, Unavailable):
         assert issubclass(cls, InbotsError)
@@ -255,8 +257,8 @@ def test_sync_client_end_to_end(ops: Client, agent: NewAgent) -> None:
 
 
 def test_answers_dump_back_to_the_servers_json(api: Api, ops: Client) -> None:
-    """``model_dump(mode="json", exclude_unset=True)`` is the server's JSON, field for field and
-    byte for byte in its times: what the stdio MCP bridge hands its tools."""
+    """``model_dump(mode="json", exclude_unset=True)`` is the server's JSON, field for field in
+    its order and byte for byte in its times: what the stdio MCP bridge hands its tools."""
     sender_raw, reader_raw = api.agent("sender"), api.agent("reader")  # plain HTTP, same keys
     thread_id = sender_raw.open_thread("Round trip", ["reader"])["id"]
     post = {"json": {"body": "hello", "summary": "hi"}, "headers": {"Idempotency-Key": "rt"}}
@@ -285,7 +287,9 @@ def test_answers_dump_back_to_the_servers_json(api: Api, ops: Client) -> None:
             ),
         ]
     for answer, expected in pairs:
-        assert answer.model_dump(mode="json", exclude_unset=True) == expected
+        # json.dumps keeps the order keys came in: the same keys, in the server's order.
+        dumped = answer.model_dump(mode="json", exclude_unset=True)
+        assert json.dumps(dumped) == json.dumps(expected), type(answer).__name__
 
 
 def test_async_client_end_to_end(api: Api, ops: Client, server: ServerThread) -> None:
@@ -599,17 +603,37 @@ def test_async_messages_yields_mail_as_it_comes(
 # The docs
 
 
-def test_the_first_session_in_the_docs_runs(
-    api: Api, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    page = (Path(__file__).resolve().parent.parent / "docs" / "client.md").read_text()
-    marked = page.split("<!-- tested:", 1)[1]
+def run_tested_block(page: str, api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run the Python block marked ``<!-- tested: … -->`` in ``page`` against the test server,
+    as its reader would: the server's URL and the operator token in the environment."""
+    text = (Path(__file__).resolve().parent.parent / page).read_text()
+    marked = text.split("<!-- tested:", 1)[1]
     code = marked.split("```python\n", 1)[1].split("```", 1)[0]
     monkeypatch.setenv("INBOTS_URL", api.base_url)
     monkeypatch.setenv("INBOTS_OPERATOR_TOKEN", api.token)
-    exec(compile(code, "docs/client.md", "exec"), {})
+    exec(compile(code, page, "exec"), {})
+
+
+def test_the_first_session_in_the_docs_runs(
+    api: Api, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_tested_block("docs/client.md", api, monkeypatch)
     out = capsys.readouterr().out
     assert "['accepted']" in out and "reviewer: Please review PR 12 before Friday." in out
+
+
+def test_the_readme_walk_through_runs(
+    api: Api, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_tested_block("README.md", api, monkeypatch)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("th_") and lines[0].endswith(" ['accepted']")
+    assert lines[1:] == [
+        "urgent from reviewer [PR-12]: Please review PR 12 before Friday.",
+        "implementer acknowledged done Looks good",
+    ]
+    (receipt,) = api.ok("GET", "/deliveries", params={"thread": lines[0].split()[0]})["items"]
+    assert (receipt["state"], receipt["outcome"]) == ("acknowledged", "done")
 
 
 # Webhooks

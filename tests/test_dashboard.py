@@ -247,7 +247,21 @@ def test_agents_page_shows_agents_and_webhook_health(signed_in: Dashboard, api: 
     assert "1 ok · 0 failed of last 1" in health.text
     assert signed_in.find('#archived tr[data-agent="retired"]').text.count("archived") >= 1
     assert not signed_in.find_all('#agents tr[data-agent="retired"]')
+    assert "none named" in signed_in.find('#agents tr[data-agent="builder"] .sessions-cell').text
     signed_in.shot("agents")
+
+
+def test_agents_page_shows_each_agents_sessions(signed_in: Dashboard, api: Api) -> None:
+    worker = api.agent("worker")
+    for label in ("laptop", "ci-runner"):
+        worker.ok("GET", "/me", headers={"X-Inbots-Session": label, "User-Agent": "harness/2.1"})
+    signed_in.go("/agents")
+    cell = signed_in.wait_for('#agents tr[data-agent="worker"] .sessions-cell')
+    sessions = cell.find_elements(By.CSS_SELECTOR, "li.session")
+    assert [s.text.split(" ·")[0] for s in sessions] == ["ci-runner", "laptop"]
+    assert all(s.get_attribute("data-active") == "yes" for s in sessions)
+    assert "harness/2.1" in cell.text and "active" in cell.text
+    signed_in.shot("agents-sessions")
 
 
 def test_thread_view_shows_each_recipients_receipt(signed_in: Dashboard, api: Api) -> None:

@@ -24,6 +24,14 @@ def test_readme_quick_start_commands_exist() -> None:
     assert ".ci/dev test" in (ROOT / ".ci" / "run").read_text()
 
 
+def test_the_python_blocks_of_the_readme_and_the_client_docs_compile() -> None:
+    for page in (ROOT / "README.md", ROOT / "docs" / "client.md"):
+        blocks = re.findall(r"```python\n(.*?)```", page.read_text(), re.DOTALL)
+        assert blocks, page
+        for number, code in enumerate(blocks, 1):
+            compile(code, f"{page.name}, Python block {number}", "exec")
+
+
 def test_relative_links_in_the_docs_lead_somewhere() -> None:
     pages = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").rglob("*.md"))]
     broken = []

@@ -32,6 +32,8 @@ MESSAGE_KEYS = {
     "body",
     "reply_to",
     "created_at",
+    "ttl_seconds",
+    "expires_at",
 }
 EMPTY = {"items": [], "returned": 0, "waiting": 0, "more": False, "next_cursor": None}
 RFC3339_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")

@@ -3,12 +3,18 @@ subprocess, which calls the HTTP API of the test server. Same scenarios as over 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from inbots import __version__
 from inbots.mcp.tools import tool_specs
 from tests.conftest import ServerThread, free_port
 from tests.helpers import Api
@@ -32,6 +38,7 @@ from tests.mcp_client import (
     wait_times_out,
     wait_wakes_on_send,
 )
+from tests.receivers import relay
 
 
 @pytest.fixture
@@ -223,6 +230,10 @@ def mcp_command(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
             {"INBOTS_URL": "http://127.0.0.1:8000", "INBOTS_API_KEY": "ops_" + "k" * 43},
             "INBOTS_API_KEY must be an agent key (agt_…); the operator token is not an agent.",
         ),
+        (
+            {"INBOTS_URL": "http://127.0.0.1:8000", "INBOTS_API_KEY": "agt_" + "k" * 43 + "\n"},
+            "INBOTS_API_KEY must be the key as printed",
+        ),
     ],
 )
 def test_inbots_mcp_without_its_settings_fails_with_one_line(
@@ -234,3 +245,138 @@ def test_inbots_mcp_without_its_settings_fails_with_one_line(
     assert done.stdout == ""  # stdout belongs to the protocol
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("inbots: ") and message in line
+
+
+def test_stdio_answers_are_the_http_apis_json_key_for_key_in_its_order(
+    api: Api, server: ServerThread
+) -> None:
+    """The bridge reads answers through ``inbots.client``'s typed models; what a tool gives back
+    is still the HTTP API's JSON as sent: the same keys in the same order, nothing added."""
+    lead, worker = api.agent("lead"), api.agent("worker")
+
+    async def scenario() -> None:
+        async with (
+            over_stdio(server.url, lead.token) as a,
+            over_stdio(server.url, worker.token) as w,
+        ):
+            opened = await a.ok("open_thread", title="Port", participants=["worker"], ref="ENG-4")
+            thread = opened["id"]
+            (listed,) = lead.ok("GET", "/threads", params={"ref": "ENG-4"})["items"]
+            args = {"thread_id": thread, "body": "Port it", "summary": "Port", "priority": "urgent"}
+            sent = await a.ok("send_message", idempotency_key="port-1", **args)
+            message = sent["message"]["id"]
+            headers = {"Idempotency-Key": "port-1"}  # a repeat: the original, 200
+            body = {"body": "Port it", "summary": "Port", "priority": "urgent"}
+            again = lead.ok("POST", f"/threads/{thread}/messages", json=body, headers=headers)
+            assert again.pop("duplicate") is True and sent.pop("duplicate") is False
+            acked = await w.ok("read_message", id=message, acknowledge="declined", note="Not mine")
+            assert acked["delivery"]["note"] == "Not mine"
+            inbox = await w.ok("check_inbox", status="acked")
+            assert inbox.pop("notice")
+            me, http_me = await a.ok("whoami"), lead.ok("GET", "/me")
+            assert list(me) == list(http_me)
+            me.pop("last_seen_at"), http_me.pop("last_seen_at")  # each call stamps it anew
+            threads = lead.ok("GET", "/threads", params={"ref": "ENG-4"})
+            pairs: list[tuple[str, object, object]] = [
+                ("open_thread", opened, listed),
+                ("send_message", sent, again),
+                ("read_message", acked, worker.ok("GET", f"/messages/{message}")),
+                ("check_inbox", inbox, worker.inbox(status="acked", limit=20)),
+                ("whoami", me, http_me),
+                (
+                    "read_message",
+                    await a.ok("read_message", id=message),
+                    lead.ok("GET", f"/messages/{message}"),
+                ),
+                (
+                    "read_thread",
+                    await a.ok("read_thread", thread_id=thread),
+                    lead.ok("GET", f"/threads/{thread}/messages"),
+                ),
+                ("check_sent", await a.ok("check_sent"), lead.ok("GET", "/outbox")),
+                (
+                    "list_threads",
+                    await a.ok("list_threads", ref="ENG-4"),
+                    {"items": threads["items"]},
+                ),
+                ("list_agents", await a.ok("list_agents"), lead.ok("GET", "/directory")),
+            ]
+            for tool, answered, http in pairs:
+                # json.dumps keeps the order keys came in, nested ones too.
+                assert json.dumps(answered) == json.dumps(http), tool
+
+    run(scenario)
+
+
+def test_stdio_calls_the_api_through_inbots_client_as_inbots_mcp(
+    api: Api, server: ServerThread
+) -> None:
+    """Every request the bridge makes is the package client's (its ``Accept`` header), named
+    ``inbots-mcp/<version>``: seen by a loopback relay in front of the real server."""
+    alice, bob = api.agent("alice"), api.agent("bob")
+
+    async def scenario(url: str) -> None:
+        async with over_stdio(url, alice.token) as tools:
+            opened = await tools.ok("open_thread", title="Relay", participants=["bob"])
+            await tools.ok("send_message", thread_id=opened["id"], body="through the relay")
+            await tools.ok("check_sent")
+            assert (await tools.error("read_message", id="msg_nothing"))[0] == "not_found"
+
+    with relay(server.url) as seen:
+        run(lambda: scenario(f"http://127.0.0.1:{seen.port}"))
+    paths = [request.path.split("?")[0] for request in seen.requests]
+    assert paths == [
+        "/v1/limits",
+        "/v1/threads",
+        f"/v1/threads/{bob.ok('GET', '/threads')['items'][0]['id']}/messages",
+        "/v1/outbox",
+        "/v1/messages/msg_nothing",
+    ]
+    for request in seen.requests:
+        headers = {name.lower(): value for name, value in request.headers.items()}
+        assert headers["user-agent"] == f"inbots-mcp/{__version__}", request.path
+        assert headers["accept"] == "application/json", request.path  # the client's
+        assert headers["authorization"] == f"Bearer {alice.token}"
+
+
+@contextmanager
+def not_inbots() -> Iterator[str]:
+    """A loopback web server that answers every request 200 with a page, not Inbots' JSON."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            page = b"<html><body>Welcome to nginx!</body></html>"
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    web = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    web.daemon_threads = True
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{web.server_address[1]}"
+    finally:
+        web.shutdown()
+        web.server_close()
+
+
+def test_stdio_pointed_at_something_else_says_so_in_the_clients_sentence() -> None:
+    """An answer the client cannot read as Inbots' is the client's error, named for the URL:
+    not "something went wrong"."""
+
+    async def scenario(url: str) -> None:
+        async with over_stdio(url, "agt_" + "x" * 43) as tools:
+            code, text = await tools.error("whoami")
+            assert code == "error"
+            assert text.startswith(
+                f"Inbots at {url} answered GET /v1/me with a body this client"
+            ), text
+            assert text.endswith("is the URL an Inbots server?"), text
+
+    with not_inbots() as url:
+        run(lambda: scenario(url))

@@ -38,6 +38,9 @@ TABLES = {
     "delivery_attempts",
     "events",
     "heartbeats",
+    "enrollments",
+    "agent_keys",
+    "agent_sessions",
 }
 
 
@@ -171,3 +174,63 @@ def test_db_upgrade_failure_is_one_line_without_traceback(tmp_path: Path) -> Non
     assert done.returncode != 0
     assert "Traceback" not in done.stderr, done.stderr
     assert "migration failed" in done.stderr
+
+
+def test_0013_moves_each_agents_key_to_agent_keys_and_back(fresh_url: str) -> None:
+    """The key an agent had before 0013 keeps working as its "default" key; downgrading puts
+    each agent's oldest key back in agents.key_hash."""
+    config = alembic_config(load_settings(database_url=fresh_url))
+    command.upgrade(config, "0012")
+    engine = create_engine(fresh_url)
+    now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                text("INSERT INTO workspaces (id, name, created_at) VALUES ('ws_1', 'w', :now)"),
+                {"now": now},
+            )
+            for n, key_hash in ((1, "a" * 64), (2, "b" * 64), (3, None)):
+                conn.execute(
+                    text(
+                        "INSERT INTO agents (id, workspace_id, kind, username, key_hash, status,"
+                        " created_at) VALUES (:id, 'ws_1', :kind, :name, :hash, 'active', :now)"
+                    ),
+                    {
+                        "id": f"ag_0000000000000000000000000{n}",
+                        "kind": "operator" if key_hash is None else "agent",
+                        "name": f"agent-{n}",
+                        "hash": key_hash,
+                        "now": now,
+                    },
+                )
+        command.upgrade(config, "0013")
+        with engine.connect() as conn:
+            keys = conn.execute(
+                text("SELECT id, agent_id, key_hash, label, hint FROM agent_keys ORDER BY id")
+            ).all()
+            emptied = conn.execute(text("SELECT count(*) FROM agents WHERE key_hash IS NOT NULL"))
+            assert emptied.scalar() == 0
+        agents = [f"ag_0000000000000000000000000{n}" for n in (1, 2)]
+        assert [tuple(k) for k in keys] == [
+            ("key_" + agents[0][3:], agents[0], "a" * 64, "default", "agt_"),
+            ("key_" + agents[1][3:], agents[1], "b" * 64, "default", "agt_"),
+        ]
+        with engine.begin() as conn:  # a second key, newer: the downgrade keeps the oldest
+            conn.execute(
+                text(
+                    "INSERT INTO agent_keys (id, agent_id, key_hash, hint, label, created_at)"
+                    " VALUES ('key_1zzzzzzzzzzzzzzzzzzzzzzzzz', :agent, :hash, 'agt_cccc', 'ci',"
+                    " :now)"
+                ),
+                {"agent": agents[0], "hash": "c" * 64, "now": now},
+            )
+        command.downgrade(config, "0012")
+        with engine.connect() as conn:
+            restored = conn.execute(text("SELECT username, key_hash FROM agents ORDER BY id"))
+            assert [tuple(r) for r in restored] == [
+                ("agent-1", "a" * 64),
+                ("agent-2", "b" * 64),
+                ("agent-3", None),
+            ]
+    finally:
+        engine.dispose()

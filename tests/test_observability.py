@@ -106,6 +106,7 @@ def test_stats_count_what_the_workspace_holds(api: Api, other_api: Api, scene: S
         "fetched": 0,
         "delivered": 0,
         "failed": 1,
+        "expired": 0,
         "stalled": 1,
         "notified": 0,
         "accepted": 0,

@@ -23,7 +23,16 @@ from inbots.deliveries.state import STATES, state_filter, state_of, state_sql
 from inbots.kit.ids import new_id
 from tests.helpers import Api
 
-SPEC_ORDER = ("acknowledged", "fetched", "delivered", "failed", "stalled", "notified", "accepted")
+SPEC_ORDER = (
+    "acknowledged",
+    "fetched",
+    "delivered",
+    "failed",
+    "expired",
+    "stalled",
+    "notified",
+    "accepted",
+)
 
 T0 = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)  # accepted_at, always
 T1 = T0 + timedelta(seconds=1)
@@ -33,6 +42,7 @@ T3 = T0 + timedelta(minutes=20)
 
 STAMP_CHOICES = (None, T1, T2)
 STALL_CHOICES = (None, T0, T1, T1_PLUS, T2, T3)  # equal to, older and newer than the others
+EXPIRY_CHOICES = (None, T2)
 OPTIONAL = ("notified_at", "delivered_at", "fetched_at", "acknowledged_at", "failed_at")
 
 
@@ -46,6 +56,8 @@ def reference_state(d: Any) -> str:
         return "delivered"
     if d.failed_at is not None:
         return "failed"
+    if d.expired_at is not None:
+        return "expired"
     if d.stalled_at is not None:
         progress = [
             d.accepted_at,
@@ -64,9 +76,11 @@ def reference_state(d: Any) -> str:
 def combinations() -> list[dict[str, Any]]:
     combos = []
     for values in itertools.product(STAMP_CHOICES, repeat=len(OPTIONAL)):
-        for stalled in STALL_CHOICES:
+        for stalled, expired in itertools.product(STALL_CHOICES, EXPIRY_CHOICES):
             stamps = dict(zip(OPTIONAL, values, strict=True))
-            combos.append({"accepted_at": T0, **stamps, "stalled_at": stalled})
+            combos.append(
+                {"accepted_at": T0, **stamps, "stalled_at": stalled, "expired_at": expired}
+            )
     return combos
 
 
@@ -80,7 +94,7 @@ def test_states_are_the_spec_states_in_spec_order() -> None:
 def test_the_combinations_reach_every_state() -> None:
     reached = Counter(reference_state(SimpleNamespace(**c)) for c in COMBOS)
     assert set(reached) == set(SPEC_ORDER)
-    assert len(COMBOS) == 3**5 * 6
+    assert len(COMBOS) == 3**5 * 6 * 2
 
 
 def test_state_of_matches_the_reference_for_every_combination_of_stamps() -> None:
@@ -95,7 +109,7 @@ def test_state_of_matches_the_reference_for_every_combination_of_stamps() -> Non
 
 def test_state_of_spot_checks() -> None:
     def state(**stamps: Any) -> str:
-        base: dict[str, Any] = {name: None for name in (*OPTIONAL, "stalled_at")}
+        base: dict[str, Any] = {name: None for name in (*OPTIONAL, "stalled_at", "expired_at")}
         return state_of(SimpleNamespace(**{**base, "accepted_at": T0, **stamps}))
 
     assert state() == "accepted"
@@ -110,6 +124,9 @@ def test_state_of_spot_checks() -> None:
     assert state(failed_at=T1, fetched_at=T2) == "fetched"
     assert state(failed_at=T2, delivered_at=T1) == "delivered"
     assert state(acknowledged_at=T1, fetched_at=T2, stalled_at=T3) == "acknowledged"
+    assert state(expired_at=T2, stalled_at=T3) == "expired"
+    assert state(expired_at=T2, failed_at=T1) == "failed"
+    assert state(expired_at=T2, delivered_at=T1) == "delivered"
 
 
 def _insert_combinations(api: Api, database: Database) -> dict[str, str]:

@@ -13,9 +13,10 @@ OPERATOR_USERNAME = "operator"
 
 
 class Agent(Base):
-    """A username and a key hash. The workspace's operator has a row too (``kind='operator'``,
-    username ``operator``, no key): it is a participant, sender and recipient like any agent,
-    which keeps threads and deliveries to one shape. Listings of agents leave it out."""
+    """A username; its keys are rows of ``agent_keys``. The workspace's operator has a row too
+    (``kind='operator'``, username ``operator``, no key): it is a participant, sender and
+    recipient like any agent, which keeps threads and deliveries to one shape. Listings of
+    agents leave it out."""
 
     __tablename__ = "agents"
     __table_args__ = (
@@ -28,6 +29,7 @@ class Agent(Base):
     kind: Mapped[str] = mapped_column(String(16), default=KIND_AGENT)
     username: Mapped[str] = mapped_column(String(32))
     description: Mapped[str | None] = mapped_column(String(400))
+    # Unused since migration 0013 moved every key to agent_keys (downgrade fills it again).
     key_hash: Mapped[str | None] = mapped_column(String(64), unique=True)
     status: Mapped[str] = mapped_column(String(16), default="active")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
@@ -49,3 +51,40 @@ class Agent(Base):
     @property
     def archived(self) -> bool:
         return self.status == "archived"
+
+
+class AgentKey(Base):
+    """One of an agent's API keys, stored only as its SHA-256 hash, with a label and the first
+    characters of the key (``hint``) so that a person can tell keys apart. Revoking deletes the
+    row: from the next request on, on every web process, the key resolves to no one."""
+
+    __tablename__ = "agent_keys"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"), index=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    hint: Mapped[str] = mapped_column(String(16))
+    label: Mapped[str | None] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class AgentSession(Base):
+    """One client of an agent: an MCP session (``session_key`` is the ``Mcp-Session-Id`` it was
+    given) or a client that names itself with ``X-Inbots-Session`` (``session_key`` is
+    ``label:<label>``). Upserted when the caller is resolved, at most once per
+    ``INBOTS_LAST_SEEN_RESOLUTION_SECONDS``."""
+
+    __tablename__ = "agent_sessions"
+    __table_args__ = (
+        UniqueConstraint("agent_id", "session_key"),
+        Index(None, "agent_id", "last_seen_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"))
+    session_key: Mapped[str] = mapped_column(String(220))
+    label: Mapped[str | None] = mapped_column(String(200))
+    client: Mapped[str | None] = mapped_column(String(200))
+    first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime())

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
 from sqlalchemy import func, or_, select
 from sqlalchemy.exc import IntegrityError
 
+from inbots.agents import keys
 from inbots.agents.models import KIND_AGENT, OPERATOR_USERNAME, Agent
 from inbots.agents.schemas import AgentCreated, AgentRead, DirectoryEntry
 from inbots.auth.service import Caller
@@ -16,7 +17,6 @@ from inbots.config import Settings
 from inbots.db.uow import UnitOfWork, reads
 from inbots.deliveries.models import Delivery
 from inbots.errors import Invalid, UsernameTaken, not_found
-from inbots.kit import tokens
 from inbots.kit.clock import utcnow
 from inbots.kit.ids import new_id
 from inbots.threads.models import CLOSED, Thread
@@ -102,29 +102,42 @@ def register_agent(
 ) -> AgentCreated:
     """Register an agent and mint its API key, which is returned this once and stored hashed."""
     caller.require_operator()
+    return create_agent(uow, caller.workspace_id, name, description, webhook_url)
+
+
+def create_agent(
+    uow: UnitOfWork,
+    workspace_id: str,
+    name: object,
+    description: str | None = None,
+    webhook_url: str | None = None,
+    *,
+    before_insert: Callable[[], None] | None = None,
+) -> AgentCreated:
+    """An agent of ``workspace_id`` with its first key (labelled ``default``), for the operator
+    and for self-registration. ``before_insert`` runs once the input is known to be good and
+    the name free, just before the row is written (an enrolment spends its use there)."""
     username = check_username(name)
     description = check_description(description, uow.settings)
     url = None
     if webhook_url is not None:
         url = endpoint.check_url(webhook_url, uow.settings, field="webhook_url")
-    api_key = tokens.mint(tokens.AGENT_KEY_PREFIX)
     now = utcnow()
     agent = Agent(
         id=new_id("ag"),
-        workspace_id=caller.workspace_id,
+        workspace_id=workspace_id,
         kind=KIND_AGENT,
         username=username,
         description=description,
-        key_hash=tokens.hash_token(api_key),
         status="active",
         created_at=now,
     )
     taken = uow.session.scalar(
-        select(Agent.id).where(
-            Agent.workspace_id == caller.workspace_id, Agent.username == username
-        )
+        select(Agent.id).where(Agent.workspace_id == workspace_id, Agent.username == username)
     )
     if taken is None:
+        if before_insert is not None:
+            before_insert()
         try:
             with uow.session.begin_nested():
                 uow.session.add(agent)
@@ -135,13 +148,15 @@ def register_agent(
         if username == OPERATOR_USERNAME:
             raise UsernameTaken(
                 f"The username {username!r} is reserved: it names the workspace's operator in "
-                "threads and messages.",
+                "threads and messages; choose another name.",
                 field="name",
             )
         raise UsernameTaken(
-            f"The username {username!r} is taken in this workspace (archived agents keep theirs).",
+            f"The username {username!r} is taken in this workspace (archived agents keep "
+            "theirs); choose another name.",
             field="name",
         )
+    api_key = keys.add_key(uow, agent.id, keys.DEFAULT_LABEL, now)
     webhook = None
     if url is not None:
         endpoint.apply_url(agent, url)

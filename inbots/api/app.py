@@ -15,9 +15,11 @@ from inbots.api.limits import BodyLimit, HeadLimits
 from inbots.api.routes import (
     agents,
     deliveries,
+    enrollments,
     events,
     health,
     inbox,
+    keys,
     limits,
     metrics,
     stats,
@@ -68,7 +70,19 @@ def create_app(
     app.state.dispatch = dispatch
 
     v1 = APIRouter(prefix="/v1")
-    for module in (agents, webhooks, threads, inbox, deliveries, events, stats, limits, tokens):
+    for module in (
+        agents,
+        keys,
+        enrollments,
+        webhooks,
+        threads,
+        inbox,
+        deliveries,
+        events,
+        stats,
+        limits,
+        tokens,
+    ):
         v1.include_router(module.router)
     app.include_router(v1)
     app.include_router(health.router)

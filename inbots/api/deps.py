@@ -53,7 +53,14 @@ class Context:
 
 def resolve_caller(request: Request, authorization: str | None) -> Caller:
     state = request.app.state
-    return auth.resolve(state.db, state.dispatch, authorization)
+    headers = request.headers
+
+    def session() -> auth.SessionSeen | None:
+        return auth.session_seen(
+            state.settings, headers.get(auth.SESSION_HEADER), headers.get("user-agent")
+        )
+
+    return auth.resolve(state.db, state.dispatch, authorization, session)
 
 
 _bearer = HTTPBearer(

@@ -1,20 +1,83 @@
-"""Caller resolution: an ``agt_`` key is one agent, an ``ops_`` token one workspace's operator."""
+"""Caller resolution: an ``agt_`` key is one agent (through ``agent_keys``: an agent may hold
+several), an ``ops_`` token one workspace's operator. Resolution also notes the agent's session
+(``X-Inbots-Session``, or an MCP session) when it is due, in the same write as ``last_seen_at``."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import and_, func, literal, or_, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from inbots.agents.models import KIND_OPERATOR, Agent
+from inbots.agents.models import KIND_OPERATOR, Agent, AgentKey, AgentSession
+from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.db.uow import UnitOfWork, unit_of_work
 from inbots.dispatch.effects import Effects
-from inbots.errors import Forbidden, Unauthorized
+from inbots.errors import Forbidden, Invalid, Unauthorized
 from inbots.kit import tokens
 from inbots.kit.clock import utcnow
+from inbots.kit.ids import new_id
 from inbots.workspaces.models import OperatorToken
+
+SESSION_HEADER = "X-Inbots-Session"
+_SESSION_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._:@/+=-]*")
+# What the MCP endpoint hands out as Mcp-Session-Id (and accepts back): a session id's shape.
+MCP_SESSION_ID = re.compile(r"ses_[0-9a-z]{26}")
+_CLIENT_MAX = 200
+
+
+@dataclass(frozen=True)
+class SessionSeen:
+    """A client of an agent that the request names: ``key`` finds its ``agent_sessions`` row
+    (``label:<label>`` for ``X-Inbots-Session``, the ``Mcp-Session-Id`` for an MCP session);
+    ``client`` is what it says it is (``None`` keeps what is stored)."""
+
+    key: str
+    label: str | None
+    client: str | None
+
+
+def session_seen(
+    settings: Settings,
+    label: str | None,
+    user_agent: str | None = None,
+    *,
+    mcp_key: str | None = None,
+    mcp_client: str | None = None,
+) -> SessionSeen | None:
+    """The session a request names, or None: an ``X-Inbots-Session`` label (its client the MCP
+    clientInfo, else the User-Agent), else an MCP session (``mcp_key``, from the MCP endpoint).
+    422 for a label that is too long or has characters a label cannot have."""
+    if label is not None:
+        label = label.strip()
+        if (
+            not label
+            or len(label) > settings.session_label_max
+            or not _SESSION_LABEL.fullmatch(label)
+        ):
+            raise Invalid(
+                f"The {SESSION_HEADER} header names your session: 1 to "
+                f"{settings.session_label_max} characters, letters, digits, spaces and . _ : @ / "
+                "+ = -, starting with a letter or digit (like worker-1). Fix the header, or leave "
+                "it out.",
+                field=SESSION_HEADER,
+            )
+        return SessionSeen(f"label:{label}", label, _cut(mcp_client or user_agent))
+    if mcp_key is not None:
+        return SessionSeen(mcp_key[:220], None, _cut(mcp_client))
+    return None
+
+
+def _cut(client: str | None) -> str | None:
+    if client is None:
+        return None
+    client = "".join(c for c in client if c.isprintable()).strip()
+    return client[:_CLIENT_MAX] or None
 
 
 @dataclass(frozen=True)
@@ -28,6 +91,11 @@ class Caller:
     # An agent's last_seen_at; for the operator, its token's last_used_at.
     last_seen_at: datetime | None = field(default=None, compare=False)
     token_id: str | None = field(default=None, compare=False)  # the operator token's row
+    key_id: str | None = field(default=None, compare=False)  # the agent key's row
+    key_last_used_at: datetime | None = field(default=None, compare=False)
+    session: SessionSeen | None = field(default=None, compare=False)
+    # The session row's last_seen_at (None: no row yet).
+    session_last_seen_at: datetime | None = field(default=None, compare=False)
 
     def require_operator(self) -> None:
         if not self.is_operator:
@@ -57,9 +125,10 @@ def parse_bearer(header: str | None) -> str:
     return token
 
 
-def authenticate(uow: UnitOfWork, token: str) -> Caller:
+def authenticate(uow: UnitOfWork, token: str, session: SessionSeen | None = None) -> Caller:
     """Resolve a well-formed token to its caller, or 401. Compares hashes in constant time. A
-    revoked operator token authenticates nothing."""
+    revoked operator token, or a revoked agent key (its row is gone), authenticates nothing.
+    An agent's key, its agent and the named session's row are one indexed query."""
     digest = tokens.hash_token(token)
     if token.startswith(tokens.OPERATOR_TOKEN_PREFIX):
         row = uow.session.execute(
@@ -74,12 +143,35 @@ def authenticate(uow: UnitOfWork, token: str) -> Caller:
         if row is None or not tokens.matches(token, row[0].token_hash):
             raise Unauthorized(_BAD_TOKEN)
         return operator_caller(row[1], row[0])
-    agent = uow.session.scalars(select(Agent).where(Agent.key_hash == digest)).first()
-    if agent is None or agent.key_hash is None or not tokens.matches(token, agent.key_hash):
+    # The named session's row comes along (None when there is none yet, or none is named).
+    named = (
+        and_(AgentSession.agent_id == Agent.id, AgentSession.session_key == session.key)
+        if session is not None
+        else literal(False)
+    )
+    stmt = (
+        select(AgentKey.id, AgentKey.key_hash, AgentKey.last_used_at, Agent, AgentSession)
+        .join(Agent, Agent.id == AgentKey.agent_id)
+        .outerjoin(AgentSession, named)
+        .where(AgentKey.key_hash == digest)
+    )
+    found = uow.session.execute(stmt).first()
+    if found is None:
         raise Unauthorized(_BAD_TOKEN)
-    if agent.archived:
+    key_id, key_hash, key_last_used_at, agent, seen = found
+    if not tokens.matches(token, key_hash) or agent.archived:
         raise Unauthorized(_BAD_TOKEN)
-    return Caller(agent.workspace_id, agent.id, agent.username, False, agent.last_seen_at)
+    return Caller(
+        agent.workspace_id,
+        agent.id,
+        agent.username,
+        False,
+        agent.last_seen_at,
+        key_id=key_id,
+        key_last_used_at=key_last_used_at,
+        session=session,
+        session_last_seen_at=seen.last_seen_at if seen is not None else None,
+    )
 
 
 def operator_caller(operator: Agent, token: OperatorToken) -> Caller:
@@ -90,12 +182,24 @@ def operator_caller(operator: Agent, token: OperatorToken) -> Caller:
 
 
 def needs_touch(caller: Caller, resolution_seconds: float) -> bool:
-    """Whether the agent's ``last_seen_at`` (the operator token's ``last_used_at``) is older than
-    the resolution worth writing down."""
+    """Whether the agent's ``last_seen_at``, its key's ``last_used_at`` or its session's
+    ``last_seen_at`` (for the operator: its token's ``last_used_at``) is older than the
+    resolution worth writing down."""
     if caller.is_operator and caller.token_id is None:
         return False
-    last_seen = caller.last_seen_at
-    return last_seen is None or utcnow() - last_seen >= timedelta(seconds=resolution_seconds)
+    now = utcnow()
+    resolution = timedelta(seconds=resolution_seconds)
+
+    def due(seen: datetime | None) -> bool:
+        return seen is None or now - seen >= resolution
+
+    if caller.is_operator:
+        return due(caller.last_seen_at)
+    return (
+        due(caller.last_seen_at)
+        or (caller.key_id is not None and due(caller.key_last_used_at))
+        or (caller.session is not None and due(caller.session_last_seen_at))
+    )
 
 
 def touch(uow: UnitOfWork, caller: Caller) -> None:
@@ -124,15 +228,68 @@ def touch(uow: UnitOfWork, caller: Caller) -> None:
         )
         .values(last_seen_at=now)
     )
+    if caller.key_id is not None:
+        uow.session.execute(
+            update(AgentKey)
+            .where(
+                AgentKey.id == caller.key_id,
+                or_(AgentKey.last_used_at.is_(None), AgentKey.last_used_at <= now - resolution),
+            )
+            .values(last_used_at=now)
+        )
+    seen = caller.session
+    if seen is not None:
+        last = caller.session_last_seen_at
+        if last is None or now - last >= resolution:
+            upsert_session(uow, caller.agent_id, seen, now)
 
 
-def resolve(db: Database, effects: Effects | None, authorization: str | None) -> Caller:
+def upsert_session(uow: UnitOfWork, agent_id: str, seen: SessionSeen, now: datetime) -> None:
+    """Insert the session's row, or move its ``last_seen_at`` on (and its client, when the
+    request says one): one statement, safe when two processes see the session at once."""
+    dialect = uow.session.get_bind().dialect.name
+    insert = pg_insert if dialect == "postgresql" else sqlite_insert
+    stmt = insert(AgentSession).values(
+        id=new_id("ses"),
+        agent_id=agent_id,
+        session_key=seen.key,
+        label=seen.label,
+        client=seen.client,
+        first_seen_at=now,
+        last_seen_at=now,
+    )
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[AgentSession.agent_id, AgentSession.session_key],
+        set_={
+            "last_seen_at": stmt.excluded.last_seen_at,
+            "client": func.coalesce(stmt.excluded.client, AgentSession.client),
+        },
+    )
+    uow.session.execute(stmt)
+
+
+def resolve(
+    db: Database,
+    effects: Effects | None,
+    authorization: str | None,
+    session: Callable[[], SessionSeen | None] | None = None,
+) -> Caller:
     """The caller behind an ``Authorization`` header, for every edge (HTTP routes, ``/mcp``):
-    parsed, looked up read-only, and its activity stamped when due (401 when it resolves to
-    no one). Runs on a worker thread: it touches the database."""
+    parsed, looked up read-only, and its activity (its key's, its session's) stamped when due
+    (401 when it resolves to no one). ``session`` reads the session the request names; a bad
+    label is 422, after the token is known good (401 comes first). Runs on a worker thread: it
+    touches the database."""
     token = parse_bearer(authorization)
+    seen, bad_session = None, None
+    if session is not None and not token.startswith(tokens.OPERATOR_TOKEN_PREFIX):
+        try:  # the operator has no sessions of an agent: its header is not even read
+            seen = session()
+        except Invalid as exc:
+            bad_session = exc  # told once the token is known good: 401 comes first
     with unit_of_work(db, effects, readonly=True) as uow:
-        caller = authenticate(uow, token)
+        caller = authenticate(uow, token, seen)
+    if bad_session is not None:
+        raise bad_session
     if needs_touch(caller, db.settings.last_seen_resolution_seconds):
         with unit_of_work(db, effects) as uow:
             touch(uow, caller)

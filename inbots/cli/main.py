@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
@@ -136,6 +137,41 @@ def mcp_stdio(
             show_default=False,
         ),
     ] = None,
+    enroll: Annotated[
+        str | None,
+        typer.Option(
+            "--enroll",
+            envvar="INBOTS_ENROLLMENT_TOKEN",
+            help="Register a new agent with this enrolment token (enr_…) first, then serve as "
+            "it; needs --name [INBOTS_ENROLLMENT_TOKEN].",
+            show_default=False,
+        ),
+    ] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(help="With --enroll: the new agent's username.", show_default=False),
+    ] = None,
+    description: Annotated[
+        str | None,
+        typer.Option(help="With --enroll: what the agent does.", show_default=False),
+    ] = None,
+    key_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--key-file",
+            envvar="INBOTS_KEY_FILE",
+            help="With --enroll: keep the new key in this file (mode 0600); when it already "
+            "holds a key, serve with it and register nothing [INBOTS_KEY_FILE].",
+            show_default=False,
+        ),
+    ] = None,
+    session: Annotated[
+        str,
+        typer.Option(
+            envvar="INBOTS_SESSION",
+            help="The label this bridge shows in the agent's sessions [INBOTS_SESSION].",
+        ),
+    ] = "stdio",
 ) -> None:
     """Serve the agent tools over MCP stdio, calling the Inbots HTTP API as one agent."""
     if not url:
@@ -145,16 +181,57 @@ def mcp_stdio(
         )
     if not url.startswith(("http://", "https://")):
         fail(f"INBOTS_URL must start with http:// or https:// (got {url!r}).", EXIT_USAGE)
+    if enroll is not None:
+        _mcp_enrolled(url, enroll, name, description, key_file, api_key, session)
+        return
     if not api_key:
-        fail("INBOTS_API_KEY is not set: give the agent's key (agt_…).", EXIT_USAGE)
+        fail(
+            "INBOTS_API_KEY is not set: give the agent's key (agt_…), or register a new agent "
+            "with --enroll enr_… --name NAME.",
+            EXIT_USAGE,
+        )
     if not api_key.startswith("agt_"):
         fail(
             "INBOTS_API_KEY must be an agent key (agt_…); the operator token is not an agent.",
             EXIT_USAGE,
         )
+    if not all("!" <= c <= "~" for c in api_key):
+        fail(
+            "INBOTS_API_KEY must be the key as printed, visible ASCII only: remove the spaces "
+            "or line break around it.",
+            EXIT_USAGE,
+        )
     from inbots.mcp.stdio import run
 
-    run(url, api_key)
+    run(url, api_key, session)
+
+
+def _mcp_enrolled(
+    url: str,
+    token: str,
+    name: str | None,
+    description: str | None,
+    key_file: Path | None,
+    api_key: str | None,
+    session: str,
+) -> None:
+    if api_key:
+        fail(
+            "Give either --enroll (to register a new agent) or INBOTS_API_KEY (to serve as an "
+            "existing one), not both.",
+            EXIT_USAGE,
+        )
+    if not token.startswith("enr_"):
+        fail(f"--enroll takes an enrolment token, enr_… (got {token[:4]!r}…).", EXIT_USAGE)
+    if not name:
+        fail("--enroll needs --name: the username the new agent registers.", EXIT_USAGE)
+    from inbots.errors import InbotsError
+    from inbots.mcp.stdio import run_enrolled
+
+    try:
+        run_enrolled(url, token, name, description, key_file, session)
+    except InbotsError as exc:
+        fail(f"inbots mcp: could not register {name!r}: {exc.message}", 1)
 
 
 def _print_minted(token: str | None) -> None:
@@ -241,6 +318,67 @@ def workspace_create(name: Annotated[str, typer.Argument(help="A name for people
     db.dispose()
     out.print(f"Workspace {seeded.workspace_id} created. Operator token (shown once):")
     out.print(seeded.minted_token, highlight=False)
+
+
+@app.command("purge")
+def purge(
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Count what would be deleted; delete nothing.")
+    ] = False,
+    days: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            help="Delete threads closed more than this many days ago, instead of "
+            "INBOTS_RETENTION_DAYS (0 deletes nothing).",
+        ),
+    ] = None,
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="table (for people) or json.")
+    ] = "table",
+) -> None:
+    """Apply the retention window now: delete closed threads past it with their messages,
+    deliveries, events and attempts (run against the database directly, in short batches)."""
+    import json
+
+    from inbots.db.engine import Database
+    from inbots.deliveries.retention import purge as run_purge
+
+    if output not in ("table", "json"):
+        fail("--output takes table or json.", EXIT_USAGE)
+    settings = settings_or_exit()
+    window = settings.retention_days if days is None else days
+    if window <= 0:
+        fail(
+            "Retention is off (INBOTS_RETENTION_DAYS is 0): pass --days N to delete threads "
+            "closed more than N days ago, or set INBOTS_RETENTION_DAYS.",
+            EXIT_USAGE,
+        )
+    db = Database(settings)
+    try:
+        report = run_purge(db, settings, days=window, dry_run=dry_run)
+    finally:
+        db.dispose()
+    counts = {
+        "dry_run": report.dry_run,
+        "days": window,
+        "closed_before": report.cutoff.isoformat() if report.cutoff else None,
+        "threads": report.threads,
+        "messages": report.messages,
+        "deliveries": report.deliveries,
+        "events": report.events,
+        "attempts": report.attempts,
+    }
+    if output == "json":
+        print(json.dumps(counts))
+        return
+    verb = "Would delete" if dry_run else "Deleted"
+    out.print(
+        f"{verb} {report.threads} threads closed before {counts['closed_before']} "
+        f"({window:g} days): {report.messages} messages, {report.deliveries} deliveries, "
+        f"{report.events} events, {report.attempts} webhook attempts.",
+        highlight=False,
+    )
 
 
 def main() -> None:

@@ -403,3 +403,69 @@ def watch_frame(
     which = ", ".join(x for x in (state, f"for {recipient}" if recipient else None) if x)
     title = f"Recent deliveries{f' ({which})' if which else ''} at {when(counters['generated_at'])}"
     return Group(stats_view(counters), deliveries_table(page["items"], title=title))
+
+
+# ---------------------------------------------------------------------------------------------
+# enrolment tokens, agent keys and sessions
+
+
+def enrollments_table(items: list[Json]) -> Table:
+    grid = table(["id", "label", "state", "uses left", "expires", "last used"])
+    for e in items:
+        grid.add_row(
+            e["id"],
+            cell(e["label"]),
+            e["state"],
+            f"{e['uses_left']}/{e['uses']}",
+            when(e["expires_at"]),
+            ago(e["last_used_at"]),
+            style=None if e["state"] == "active" else "dim",
+        )
+    return grid
+
+
+def enrollment_created(e: Json) -> Group:
+    return Group(
+        Text(
+            f"Created enrolment token {e['id']}"
+            + (f" ({e['label']})" if e["label"] else "")
+            + f": {e['uses']} use{'s' if e['uses'] != 1 else ''}, until {when(e['expires_at'])}."
+        ),
+        *shown_once("Token", e["token"]),
+        Text("An agent registers with it: inbots mcp --enroll <token> --name NAME"),
+    )
+
+
+def keys_table(items: list[Json]) -> Table:
+    grid = table(["id", "label", "key", "created", "last used"])
+    for k in items:
+        grid.add_row(
+            k["id"],
+            cell(k["label"]),
+            f"{k['hint']}…",
+            when(k["created_at"]),
+            ago(k["last_used_at"]),
+        )
+    return grid
+
+
+def key_created(k: Json) -> Group:
+    return Group(
+        Text(f"Issued key {k['id']}" + (f" ({k['label']})." if k["label"] else ".")),
+        *shown_once("API key", k["api_key"]),
+    )
+
+
+def sessions_table(items: list[Json]) -> Table:
+    grid = table(["id", "label", "client", "active", "first seen", "last seen"])
+    for s in items:
+        grid.add_row(
+            s["id"],
+            cell(s["label"]),
+            cell(s["client"]),
+            "yes" if s["active"] else "no",
+            when(s["first_seen_at"]),
+            ago(s["last_seen_at"]),
+            style=None if s["active"] else "dim",
+        )
+    return grid

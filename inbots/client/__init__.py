@@ -56,6 +56,7 @@ from inbots.client._models import (
     ThreadMessage,
     Webhook,
 )
+from inbots.client._types import Events, InboxStatus, Include, Kind, Outcome, Priority, When
 from inbots.webhooks import VerificationError, verify
 
 __all__ = [
@@ -69,14 +70,20 @@ __all__ = [
     "Conflict",
     "Delivery",
     "DirectoryEntry",
+    "Events",
     "InbotsError",
     "Inbox",
     "InboxItem",
+    "InboxStatus",
+    "Include",
+    "Kind",
     "Limits",
     "Message",
     "NotFound",
     "OutboxItem",
+    "Outcome",
     "Page",
+    "Priority",
     "RateLimited",
     "ReadResult",
     "Receipt",
@@ -93,6 +100,7 @@ __all__ = [
     "ValidationError",
     "VerificationError",
     "Webhook",
+    "When",
     "verify",
 ]
 

@@ -61,7 +61,7 @@ class AsyncClient:
     def __init__(
         self,
         url: str,
-        token: str,
+        token: str | None,
         *,
         timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
         session_label: str | None = None,
@@ -396,6 +396,18 @@ class AsyncClient:
     async def rotate_webhook(self) -> Webhook:
         """A new signing secret; the previous one keeps signing for a day."""
         return await self._send(_calls.rotate_webhook())
+
+    async def register(
+        self,
+        enrollment_token: str,
+        name: str,
+        description: str | None = None,
+        webhook_url: str | None = None,
+    ) -> RegisteredAgent:
+        """Inbots 1.1: register a new agent with an enrolment token from the operator (``enr_…``;
+        ``POST /v1/register``, no other credentials: make the client with ``token=None``). Its
+        ``api_key`` is in this answer only."""
+        return await self._send(_calls.register(enrollment_token, name, description, webhook_url))
 
     # The operator (operator token)
 

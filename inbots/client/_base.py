@@ -111,19 +111,16 @@ class ClientConfig:
     def of(
         cls,
         url: str,
-        token: str,
+        token: str | None,
         timeout: float | httpx.Timeout | None,
         session_label: str | None,
         headers: Mapping[str, str] | None = None,
     ) -> ClientConfig:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError(f"the Inbots URL must start with http:// or https:// (got {url!r})")
-        fixed = {
-            "Authorization": f"Bearer {_header_value(token, 'token')}",
-            "User-Agent": USER_AGENT,
-            "Accept": "application/json",
-            **(headers or {}),
-        }
+        fixed = {"User-Agent": USER_AGENT, "Accept": "application/json", **(headers or {})}
+        if token is not None:  # None: no caller yet, only register() can be called
+            fixed["Authorization"] = f"Bearer {_header_value(token, 'token')}"
         if session_label is not None:
             fixed["X-Inbots-Session"] = _header_value(session_label, "session label")
         base = url.rstrip("/").removesuffix("/v1") + "/v1"

@@ -229,6 +229,18 @@ def working(delivery_id: str, note: str | None) -> Call[Delivery]:
     return Call("POST", path, Delivery.model_validate, json=body(note=note))
 
 
+def register(
+    enrollment_token: str, name: str, description: str | None, webhook_url: str | None
+) -> Call[RegisteredAgent]:
+    payload = body(
+        enrollment_token=enrollment_token,
+        name=name,
+        description=description,
+        webhook_url=webhook_url,
+    )
+    return Call("POST", "/register", RegisteredAgent.model_validate, json=payload)
+
+
 # The operator
 
 

@@ -1,6 +1,8 @@
 """The answers, typed. Field names are the HTTP API's own (see ``docs/api.md``); times are
 timezone-aware ``datetime`` in UTC and go back to JSON as RFC 3339 with a ``Z``.
 
+Fields are declared in the order the API sends them, so ``model_dump(mode="json",
+exclude_unset=True)`` gives an answer back as it came (the ``inbots mcp`` bridge relies on it).
 Every model keeps the fields a server adds that it does not declare (``model_extra``, and in
 ``model_dump()``), so an older client neither fails on a newer server nor drops what it says.
 Fields marked "Inbots 1.1" are absent from older servers' answers and read as their default.
@@ -124,6 +126,7 @@ class Delivery(Model):
     failure_reason: str | None = None
     stalled_at: Timestamp | None = None
     publish_count: int = 0
+    last_published_at: Timestamp | None = None
     next_attempt_at: Timestamp | None = None
     outcome: str | None = None
     note: str | None = None
@@ -136,6 +139,7 @@ class Receipt(Model):
     (``events="receipts"``) it also names the message, its thread and the event (``event_id``,
     the ``webhook-id`` of the matching ``message.acknowledged`` notification)."""
 
+    delivery_id: str | None = None
     recipient: str
     state: str
     delivered_at: Timestamp | None = None
@@ -144,10 +148,9 @@ class Receipt(Model):
     acknowledged_at: Timestamp | None = None
     outcome: str | None = None
     note: str | None = None
-    message_id: str | None = None
-    delivery_id: str | None = None
-    thread_id: str | None = None
     event_id: str | None = None
+    message_id: str | None = None
+    thread_id: str | None = None
 
 
 # Messages and threads
@@ -160,11 +163,11 @@ class Message(Model):
     thread_id: str
     sender: str
     kind: str
+    priority: str = "normal"  # Inbots 1.1: normal | urgent
     summary: str | None
     body: str
     reply_to: str | None
     created_at: Timestamp
-    priority: str = "normal"  # Inbots 1.1: normal | urgent
     receipts: list[Receipt] | None = None  # Inbots 1.1: the sender's own messages
 
 
@@ -180,6 +183,7 @@ class Thread(Model):
     id: str
     title: str
     goal: str | None
+    ref: str | None = None  # Inbots 1.1: a task reference set at opening
     status: str
     opened_by: str
     participants: list[str]
@@ -187,7 +191,6 @@ class Thread(Model):
     last_activity_at: Timestamp | None = None
     close_requested_at: Timestamp | None = None
     closed_at: Timestamp | None = None
-    ref: str | None = None  # Inbots 1.1: a task reference set at opening
     messages: list[ThreadMessage] | None = None  # GET /v1/threads/{id} as the operator
 
 
@@ -228,13 +231,13 @@ class InboxItem(Model):
     message_id: str
     thread_id: str
     thread_title: str
+    thread_ref: str | None = None  # Inbots 1.1
     sender: str
     kind: str
+    priority: str = "normal"  # Inbots 1.1
     summary: str
     sent_at: Timestamp
     state: str
-    priority: str = "normal"  # Inbots 1.1
-    thread_ref: str | None = None  # Inbots 1.1
     body: str | None = None  # Inbots 1.1 include=body, or filled in by messages()
 
 
@@ -291,6 +294,7 @@ class Limits(Model):
     message_body_max: int
     summary_required_over: int
     summary_max: int
+    summary_shown: int = 120  # how much of a summary an inbox item shows
     thread_title_max: int
     thread_goal_max: int
     thread_ref_max: int = 128  # Inbots 1.1

@@ -57,7 +57,8 @@ def _activity_rank(agent: AgentRead) -> int:
 
 
 def agent_list(uow: UnitOfWork, caller: Caller) -> dict[str, Any]:
-    """Agents grouped (current, archived) with each webhook's health."""
+    """Agents grouped (current, archived) with each webhook's health and their latest
+    sessions."""
     everyone = agents.list_agents(uow, caller)
     current = sorted(
         (a for a in everyone if a.status != "archived"),
@@ -71,6 +72,7 @@ def agent_list(uow: UnitOfWork, caller: Caller) -> dict[str, Any]:
         "current": current,
         "archived": archived,
         "health": health,
+        "sessions": queries.agent_sessions(uow, [a.id for a in current]),
         "counts": {
             "active": sum(1 for a in current if a.active),
             "never_connected": sum(1 for a in current if a.never_connected),

@@ -11,7 +11,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import func, select
 from sqlalchemy.orm import aliased
 
-from inbots.agents.models import Agent
+from inbots.agents.models import Agent, AgentSession
+from inbots.agents.schemas import SessionRead
+from inbots.agents.sessions import to_read as agent_session_read
 from inbots.db.uow import UnitOfWork
 from inbots.deliveries.models import Delivery, DeliveryAttempt
 from inbots.deliveries.schemas import AttemptRead
@@ -172,3 +174,45 @@ def delivery_context(
         )
         for row in rows
     }
+
+
+SESSIONS_SHOWN = 3  # per agent on the agents page, most recently seen first
+
+
+def agent_sessions(
+    uow: UnitOfWork, agent_ids: Sequence[str]
+) -> dict[str, tuple[list[SessionRead], int]]:
+    """Each agent's most recently seen sessions (at most :data:`SESSIONS_SHOWN`) and how many
+    it has in all, in two queries whatever the number of agents."""
+    if not agent_ids:
+        return {}
+    totals = dict(
+        uow.session.execute(
+            select(AgentSession.agent_id, func.count())
+            .where(AgentSession.agent_id.in_(agent_ids))
+            .group_by(AgentSession.agent_id)
+        ).all()
+    )
+    ranked = (
+        select(
+            AgentSession.id,
+            func.row_number()
+            .over(
+                partition_by=AgentSession.agent_id,
+                order_by=(AgentSession.last_seen_at.desc(), AgentSession.id),
+            )
+            .label("rank"),
+        )
+        .where(AgentSession.agent_id.in_(agent_ids))
+        .subquery()
+    )
+    rows = uow.session.scalars(
+        select(AgentSession)
+        .join(ranked, ranked.c.id == AgentSession.id)
+        .where(ranked.c.rank <= SESSIONS_SHOWN)
+        .order_by(AgentSession.agent_id, AgentSession.last_seen_at.desc(), AgentSession.id)
+    ).all()
+    shown: dict[str, list[SessionRead]] = defaultdict(list)
+    for row in rows:
+        shown[row.agent_id].append(agent_session_read(row, uow.settings))
+    return {agent_id: (shown[agent_id], int(total)) for agent_id, total in totals.items()}

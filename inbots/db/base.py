@@ -50,6 +50,7 @@ def import_models() -> None:
     import inbots.agents.models
     import inbots.auth.models
     import inbots.deliveries.models
+    import inbots.enrollments.models
     import inbots.events.models
     import inbots.heartbeats.models
     import inbots.messages.models

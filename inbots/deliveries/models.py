@@ -11,6 +11,11 @@ _REPUBLISH = (
     "publish_count > 0 AND notified_at IS NULL AND failed_at IS NULL AND acknowledged_at IS NULL"
     " AND thread_closed_at IS NULL AND parked_key IS NULL"
 )
+# Counted by the caps: a recipient's deliveries still owed an acknowledgement, not expired, in a
+# thread that is not closed (mail in a closed thread leaves the inbox and cannot be acknowledged).
+OPEN_FOR_CAPS = "acknowledged_at IS NULL AND expired_at IS NULL AND thread_closed_at IS NULL"
+# Waiting for their message's expiry (the sweep stamps expired_at).
+_EXPIRING = "expires_at IS NOT NULL AND expired_at IS NULL AND acknowledged_at IS NULL"
 _STALL = (
     "acknowledged_at IS NULL AND failed_at IS NULL"
     " AND (stalled_at IS NULL OR stalled_at < moved_at) AND thread_closed_at IS NULL"
@@ -76,6 +81,19 @@ class Delivery(Base):
             postgresql_where=text("parked_key IS NOT NULL"),
         ),
         Index(
+            "ix_deliveries_caps",
+            "recipient_id",
+            "sender_id",
+            sqlite_where=text(OPEN_FOR_CAPS),
+            postgresql_where=text(OPEN_FOR_CAPS),
+        ),
+        Index(
+            "ix_deliveries_expiring",
+            "expires_at",
+            sqlite_where=text(_EXPIRING),
+            postgresql_where=text(_EXPIRING),
+        ),
+        Index(
             "ix_deliveries_stalled",
             "workspace_id",
             "id",
@@ -92,6 +110,10 @@ class Delivery(Base):
     # The message's priority as the inbox sorts it: 0 urgent, 1 normal (messages.models
     # priority_rank). Copied here so the inbox's order is an index scan, not a join and a sort.
     priority_rank: Mapped[int] = mapped_column(Integer, default=1, server_default=text("1"))
+    # The message's sender and expiry, copied here so the caps and the expiry sweep read one
+    # partial index each (ix_deliveries_caps, ix_deliveries_expiring), never a join.
+    sender_id: Mapped[str | None] = mapped_column(String(40))
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
     accepted_at: Mapped[datetime] = mapped_column(UTCDateTime())
     notified_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
@@ -101,6 +123,9 @@ class Delivery(Base):
     failed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     failure_reason: Mapped[str | None] = mapped_column(String(200))
     stalled_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # Its message's ttl passed before it was acknowledged: out of the inbox, never notified
+    # again, no longer counted by the caps.
+    expired_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
     # The newest progress stamp (accepted, notified, delivered, fetched): what "has not moved"
     # is measured from. Kept by the stamping function, never set by hand.

@@ -91,6 +91,10 @@ def _load_delivery(session: Session, row_id: str, trigger: str) -> Loaded | None
     skip = None
     if thread_status == CLOSED:
         skip = "thread closed"
+    elif delivery.expired_at is not None or (
+        delivery.expires_at is not None and delivery.expires_at <= utcnow()
+    ):
+        skip = "expired"  # never notified again, not even by a redeliver
     elif trigger != "redeliver" and (
         delivery.notified_at or delivery.failed_at or delivery.acknowledged_at
     ):

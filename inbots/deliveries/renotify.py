@@ -14,7 +14,11 @@ SQLite serialises writers), so two runs at once never act on the same row:
   URL as that URL has free slots: the safety net behind the wake-up that every released slot
   makes. Parking is not a lost publish and costs no publish attempt, however long the line;
 - a delivery that is not acknowledged and not failed and has not moved for the stall threshold,
-  with no stall stamp since it last moved, is stamped ``stalled_at``.
+  with no stall stamp since it last moved, is stamped ``stalled_at``;
+- a delivery whose message's ``ttl_seconds`` has passed unacknowledged is stamped ``expired_at``
+  (read through ``ix_deliveries_expiring``, in batches until none is left): it leaves the inbox,
+  is never notified again and no longer counts toward the caps;
+- with ``retention_days`` set, closed threads past the window are deleted (:mod:`.retention`).
 
 Both queries follow partial indexes whose predicates match them, so a run costs what it acts on.
 A run that finishes stamps the ``renotify`` heartbeat, so any web process can tell how long ago
@@ -35,6 +39,7 @@ from inbots.agents.models import Agent
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
+from inbots.deliveries import retention
 from inbots.deliveries.attempts import record_lost_attempt
 from inbots.deliveries.models import Delivery
 from inbots.deliveries.outbox import DELIVERY, KINDS, Kind
@@ -58,6 +63,8 @@ class SweepReport:
     stalled: int = 0
     woken: int = 0
     worker_lost: int = 0
+    expired: int = 0
+    purged_threads: int = 0
 
 
 def lost_publishes(now: datetime, settings: Settings, kind: Kind = DELIVERY) -> list[Any]:
@@ -76,6 +83,7 @@ def lost_publishes(now: datetime, settings: Settings, kind: Kind = DELIVERY) -> 
     ]
     if kind is DELIVERY:
         where.insert(3, Delivery.acknowledged_at.is_(None))
+        where.append(Delivery.expired_at.is_(None))
     return where
 
 
@@ -117,6 +125,7 @@ def stall_batch(now: datetime, settings: Settings) -> Select[str]:
             Delivery.failed_at.is_(None),
             or_(Delivery.stalled_at.is_(None), Delivery.stalled_at < Delivery.moved_at),
             Delivery.thread_closed_at.is_(None),  # stamped in the transaction that closes it
+            Delivery.expired_at.is_(None),
             Delivery.moved_at < cutoff,
         )
         .order_by(Delivery.moved_at)
@@ -186,6 +195,43 @@ def _wake_parked(db: Database, settings: Settings, limiter: Limiter, now: dateti
     return jobs
 
 
+def expiry_batch(now: datetime, settings: Settings) -> Select[str]:
+    """One batch of deliveries whose message expired unacknowledged, claimed (read through
+    ``ix_deliveries_expiring``)."""
+    return (
+        select(Delivery.id)
+        .where(
+            Delivery.expires_at.is_not(None),
+            Delivery.expired_at.is_(None),
+            Delivery.acknowledged_at.is_(None),
+            Delivery.expires_at <= now,
+        )
+        .order_by(Delivery.expires_at)
+        .limit(settings.renotify_batch_size)
+        .with_for_update(of=Delivery, skip_locked=True)
+    )
+
+
+def expire(db: Database, settings: Settings, now: datetime | None = None) -> int:
+    """Stamp ``expired_at`` on every delivery whose message's ttl has passed unacknowledged, a
+    batch a transaction; returns how many."""
+    moment = now or utcnow()
+    total = 0
+    while True:
+        with unit_of_work(db) as uow:
+            ids = uow.session.scalars(expiry_batch(moment, settings)).all()
+            if ids:
+                uow.session.execute(
+                    update(Delivery)
+                    .where(Delivery.id.in_(ids), Delivery.acknowledged_at.is_(None))
+                    .values(expired_at=moment, next_attempt_at=None)
+                    .execution_options(synchronize_session=False)
+                )
+        total += len(ids)
+        if len(ids) < settings.renotify_batch_size:
+            return total
+
+
 def _mark_stalled(db: Database, settings: Settings, now: datetime) -> int:
     with unit_of_work(db) as uow:
         ids = uow.session.scalars(stall_batch(now, settings)).all()
@@ -216,7 +262,9 @@ def sweep(
     woken = _wake_parked(db, settings, limiter, moment) if limiter is not None else []
     if woken:
         publish(woken)
+    expired = expire(db, settings, moment)
     stalled = _mark_stalled(db, settings, moment)
+    purged = retention.purge(db, settings).threads if settings.retention_days else 0
     with unit_of_work(db) as uow:  # the wall clock: when it ran, whatever ``now`` pretended
         heartbeats.beat(uow.session, heartbeats.RENOTIFY, utcnow())
     report = SweepReport(
@@ -225,10 +273,12 @@ def sweep(
         stalled=stalled,
         woken=len(woken),
         worker_lost=lost,
+        expired=expired,
+        purged_threads=purged,
     )
     metrics.observe_sweep(
         report.republished, report.exhausted, report.stalled, report.woken, report.worker_lost
     )
-    if jobs or exhausted or stalled or woken or lost:
+    if jobs or exhausted or stalled or woken or lost or expired or purged:
         log.info("renotify sweep", extra=asdict(report))
     return report

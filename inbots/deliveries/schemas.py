@@ -23,6 +23,7 @@ class DeliveryRead(Model):
     failed_at: Timestamp | None
     failure_reason: str | None
     stalled_at: Timestamp | None
+    expired_at: Timestamp | None = None
     publish_count: int
     last_published_at: Timestamp | None
     next_attempt_at: Timestamp | None

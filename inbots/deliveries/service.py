@@ -54,6 +54,7 @@ def to_read(delivery: Delivery, recipient: str) -> DeliveryRead:
         failed_at=delivery.failed_at,
         failure_reason=delivery.failure_reason,
         stalled_at=delivery.stalled_at,
+        expired_at=delivery.expired_at,
         publish_count=delivery.publish_count,
         last_published_at=delivery.last_published_at,
         next_attempt_at=delivery.next_attempt_at,
@@ -90,6 +91,7 @@ def _open_inbox(caller: Caller) -> list[ColumnElement[bool]]:
     return [
         Delivery.recipient_id == caller.agent_id,
         Delivery.acknowledged_at.is_(None),
+        Delivery.expired_at.is_(None),
         Thread.status != CLOSED,
     ]
 
@@ -194,7 +196,11 @@ def inbox(
     count = clamp_limit(limit, default or s.list_default, maximum or s.list_max)
     if bodies:
         count = min(count, s.inbox_bodies_max)
-    where += [Delivery.recipient_id == caller.agent_id, Thread.status != CLOSED]
+    where += [
+        Delivery.recipient_id == caller.agent_id,
+        Delivery.expired_at.is_(None),  # expired mail has left the inbox
+        Thread.status != CLOSED,
+    ]
     if unshown_only:
         where.append(Delivery.delivered_at.is_(None))
     if after is not None:

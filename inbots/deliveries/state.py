@@ -2,7 +2,7 @@
 
 ``RULES`` lists the states in the spec's order, first match wins::
 
-    acknowledged > fetched > delivered > failed > stalled > notified > accepted
+    acknowledged > fetched > delivered > failed > expired > stalled > notified > accepted
 
 Each rule is data, and two small interpreters read it: :func:`state_of` for a loaded row and
 :func:`state_sql` / :func:`state_filter` for queries. Neither repeats the order or the conditions.
@@ -33,6 +33,7 @@ RULES: tuple[Rule, ...] = (
     Rule("fetched", "fetched_at"),
     Rule("delivered", "delivered_at"),
     Rule("failed", "failed_at"),
+    Rule("expired", "expired_at"),
     Rule("stalled", "stalled_at", newer_than=PROGRESS_STAMPS),
     Rule("notified", "notified_at"),
     Rule("accepted", None),

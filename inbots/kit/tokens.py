@@ -16,6 +16,8 @@ from itertools import pairwise
 
 AGENT_KEY_PREFIX = "agt_"
 OPERATOR_TOKEN_PREFIX = "ops_"
+ENROLLMENT_TOKEN_PREFIX = "enr_"
+HINT_CHARS = 4  # random characters of a key shown in listings after its prefix
 _TOKEN_BYTES = 32
 MIN_RANDOM_BITS = 128
 
@@ -30,6 +32,11 @@ def hash_token(token: str) -> str:
 
 def matches(token: str, stored_hash: str) -> bool:
     return hmac.compare_digest(hash_token(token), stored_hash)
+
+
+def hint(token: str, prefix: str) -> str:
+    """What listings show of a key: its prefix and first few random characters (``agt_AbCd``)."""
+    return token[: len(prefix) + HINT_CHARS]
 
 
 def looks_like(token: str, prefix: str) -> bool:

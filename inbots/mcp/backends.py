@@ -2,7 +2,8 @@
 
 - :class:`LocalBackend` (Streamable HTTP at ``/mcp``) runs the same service functions as the HTTP
   routes, each in its own unit of work on a worker thread, with the same read/write modes.
-- :class:`HttpBackend` (``inbots mcp`` over stdio) calls those HTTP routes with the agent's key.
+- :class:`HttpBackend` (``inbots mcp`` over stdio) calls those HTTP routes with the agent's key,
+  through the package's own client (:class:`inbots.client.AsyncClient`).
 
 Both answer with the JSON the HTTP API would send (same field names, RFC 3339 times) and raise
 :class:`~inbots.errors.InbotsError` carrying the HTTP error's sentence, so a tool cannot tell them
@@ -12,12 +13,10 @@ apart.
 from __future__ import annotations
 
 import functools
-import math
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
-from urllib.parse import quote
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, cast
 
 import anyio
 import anyio.to_thread
@@ -25,7 +24,7 @@ import httpx
 from pydantic import BaseModel
 from sqlalchemy.exc import DataError
 
-from inbots import __version__
+from inbots import __version__, client
 from inbots.agents import service as agents
 from inbots.agents.schemas import Directory
 from inbots.auth.service import Caller
@@ -101,12 +100,6 @@ class InboxQuery:
 
 def _json(model: BaseModel) -> Json:
     return model.model_dump(mode="json")
-
-
-def wait_seconds(raw: float | None, default: float, maximum: float) -> float:
-    """The long-poll rule: missing or not a number means the default; 1 s at least; capped."""
-    value = default if raw is None or math.isnan(raw) else raw
-    return min(max(value, 1.0), maximum)
 
 
 class LocalBackend:
@@ -218,18 +211,28 @@ def _error_classes() -> dict[str, type[InbotsError]]:
 
 
 _SAFE_ID = re.compile(r"[A-Za-z0-9_-]+")
+USER_AGENT = f"inbots-mcp/{__version__}"
 
 
-def _segment(ident: str, what: str) -> str:
+def _path_id(ident: str, what: str) -> str:
     """An id for a URL path. Ids are letters, digits and underscores; anything else names nothing
-    (and could change the path), so it answers not found here, as the service would."""
+    (and could change the path). The client refuses such an id too, in its own words; the tools
+    answer the service's not-found sentence, as over ``/mcp``."""
     if not _SAFE_ID.fullmatch(ident):
         raise not_found(what, ident)
-    return quote(ident, safe="")
+    return ident
+
+
+def _answer(model: BaseModel) -> Json:
+    """A client answer as the HTTP API sent it: the fields the server gave, in its order (the
+    client's models declare the API's fields in the API's order and keep the ones they do not
+    declare), none of the client's defaults added."""
+    return model.model_dump(mode="json", exclude_unset=True)
 
 
 class HttpBackend:
-    """The caller's tools call the REST API of a running Inbots with the agent's key."""
+    """The caller's tools call the REST API of a running Inbots with the agent's key, through
+    :class:`inbots.client.AsyncClient` (``User-Agent: inbots-mcp/<version>``)."""
 
     def __init__(
         self,
@@ -238,20 +241,20 @@ class HttpBackend:
         *,
         limits: Limits | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        session: str | None = None,
     ) -> None:
         self.limits = limits or Limits.defaults()
-        self.base_url = base_url.rstrip("/").removesuffix("/v1")
         self._errors = _error_classes()
-        self._client = httpx.AsyncClient(
-            base_url=self.base_url,
-            headers={
-                "Authorization": f"Bearer {api_key}",
-                "User-Agent": f"inbots-mcp/{__version__}",
-            },
+        self._client = client.AsyncClient(
+            base_url,
+            api_key or None,  # none only to register (POST /v1/register)
+            session_label=session,  # the agent's sessions list this bridge under that label
             # A long-poll answers within its capped timeout; allow it that long plus slack.
             timeout=httpx.Timeout(30.0, read=self.limits.wait_max_seconds + 30.0),
+            headers={"User-Agent": USER_AGENT},
             transport=transport,
         )
+        self.base_url = self._client.url
 
     async def __aenter__(self) -> HttpBackend:
         return self
@@ -259,141 +262,139 @@ class HttpBackend:
     async def __aexit__(self, *exc: object) -> None:
         await self._client.aclose()
 
-    async def _call(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: dict[str, str] | None = None,
-        body: Json | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> Json:
+    async def _call(self, answer: Awaitable[T]) -> T:
+        """The client's answer; its failure as the :class:`InbotsError` the service would raise
+        (the class by the error's ``code``), so the tool's sentence is the HTTP API's."""
         try:
-            response = await self._client.request(
-                method, "/v1" + path, params=params, json=body, headers=headers
-            )
-        except httpx.TimeoutException:
+            return await answer
+        except client.Timeout:
             raise InbotsError(
                 f"Inbots at {self.base_url} did not answer in time; the call may or may not have "
                 "taken effect. Check before repeating it (send_message: repeat with the same "
                 "idempotency_key)."
             ) from None
-        except httpx.HTTPError as exc:
+        except client.TransportError as exc:
+            cause = type(exc.__cause__ or exc).__name__
             raise InbotsError(
-                f"Could not reach Inbots at {self.base_url} ({type(exc).__name__}); check that "
-                "the server is running and that INBOTS_URL points at it."
+                f"Could not reach Inbots at {self.base_url} ({cause}); check that the server is "
+                "running and that INBOTS_URL points at it."
             ) from None
-        if response.is_success:
-            answer: Json = response.json()
-            return answer
-        raise self._error(response)
+        except client.InbotsError as exc:
+            raise self._error(exc) from None
 
-    def _error(self, response: httpx.Response) -> InbotsError:
-        try:
-            error = response.json()["error"]
-            code, message = str(error["code"]), str(error["message"])
-        except (ValueError, KeyError, TypeError):
+    def _error(self, exc: client.InbotsError) -> InbotsError:
+        if exc.code == f"http_{exc.status}":  # an answer without the error envelope
             return InbotsError(
-                f"Inbots at {self.base_url} answered HTTP {response.status_code} without an "
-                "error message."
+                f"Inbots at {self.base_url} answered HTTP {exc.status} without an error message."
             )
-        cls = self._errors.get(code, InbotsError)
-        field = error.get("field")
-        return cls(message, field=field if isinstance(field, str) else None)
+        cls = self._errors.get(exc.code, InbotsError)
+        return cls(exc.message, field=exc.field)
 
     async def server_limits(self) -> Limits:
         """The limits the server enforces (``GET /v1/limits``); InbotsError if it cannot tell."""
-        return Limits.from_answer(await self._call("GET", "/limits"))
+        return Limits.from_answer(_answer(await self._call(self._client.limits())))
+
+    async def register(self, enrollment_token: str, name: str, description: str | None) -> Json:
+        """``POST /v1/register``: an agent registers itself with an enrolment token."""
+        registered = self._client.register(enrollment_token, name, description)
+        return _answer(await self._call(registered))
 
     async def whoami(self) -> Json:
-        return await self._call("GET", "/me")
+        return _answer(await self._call(self._client.me()))
 
     async def list_agents(self, query: str | None, active_only: bool) -> Json:
-        params = {"query": query} if query is not None else {}
-        if active_only:
-            params["active"] = "true"
-        return await self._call("GET", "/directory", params=params)
+        found = await self._call(self._client.directory(query, active_only))
+        return {"items": [_answer(entry) for entry in found]}
 
     async def list_threads(self, ref: str | None, query: str | None) -> Json:
-        params = {name: value for name, value in (("ref", ref), ("query", query)) if value}
-        page = await self._call("GET", "/threads", params=params)
-        return {"items": page.get("items", [])}  # the tool's shape: the first page, no cursor
+        page = await self._call(self._client.threads(ref=ref or None, query=query or None))
+        return {"items": [_answer(thread) for thread in page.items]}  # the first page, no cursor
 
     async def open_thread(self, request: ThreadCreate) -> Json:
-        return await self._call("POST", "/threads", body=request.model_dump(exclude_none=True))
+        opened = self._client.open_thread(
+            request.title, request.participants, request.goal, ref=request.ref
+        )
+        return _answer(await self._call(opened))
 
     async def add_participant(self, thread_id: str, username: str) -> Json:
-        path = f"/threads/{_segment(thread_id, 'thread')}/participants"
-        return await self._call("POST", path, body={"username": username})
+        added = self._client.add_participant(_path_id(thread_id, "thread"), username)
+        return _answer(await self._call(added))
 
     async def send_message(
         self, thread_id: str, request: MessageCreate, idempotency_key: str | None
     ) -> Json:
         # Checked before it goes out: a key the rule refuses may not even be sendable as a header.
         key = messages_schemas.idempotency_key(idempotency_key, self.limits.idempotency_key_max)
-        headers = {"Idempotency-Key": key} if key is not None else {}
-        path = f"/threads/{_segment(thread_id, 'thread')}/messages"
-        body = request.model_dump(exclude_none=True)
-        return await self._call("POST", path, body=body, headers=headers)
+        sent = self._client.send(
+            _path_id(thread_id, "thread"),
+            request.body,
+            request.summary,
+            cast(client.Kind | None, request.kind),
+            request.reply_to,
+            key,
+            priority=cast(client.Priority | None, request.priority),
+        )
+        return _answer(await self._call(sent))
 
     async def send_direct(self, request: DirectMessageCreate, idempotency_key: str | None) -> Json:
         key = messages_schemas.idempotency_key(idempotency_key, self.limits.idempotency_key_max)
-        headers = {"Idempotency-Key": key} if key is not None else {}
-        body = request.model_dump(exclude_none=True)
-        return await self._call("POST", "/messages", body=body, headers=headers)
+        # The server answers reply_to here with the sentence saying where it belongs.
+        extra = {"reply_to": request.reply_to} if request.reply_to is not None else {}
+        sent = self._client.send(
+            to=request.to,
+            body=request.body,
+            summary=request.summary,
+            kind=cast(client.Kind | None, request.kind),
+            idempotency_key=key,
+            title=request.title,
+            ref=request.ref,
+            priority=cast(client.Priority | None, request.priority),
+            **extra,
+        )
+        return _answer(await self._call(sent))
 
     async def check_inbox(self, query: InboxQuery) -> Json:
         # GET /v1/inbox applies the listing limits; the tool's are narrower, so apply them here.
         limits = self.limits
         count = clamp_limit(query.limit, limits.check_inbox_default, limits.check_inbox_max)
-        params = {"limit": str(count)}
-        for name, value in (
-            ("cursor", query.cursor),
-            ("include", query.include),
-            ("status", query.status),
-            ("priority", query.priority),
-        ):
-            if value is not None:
-                params[name] = value
-        return await self._call("GET", "/inbox", params=params)
+        inbox = self._client.inbox(
+            count,
+            cursor=query.cursor,
+            include=cast(client.Include | None, query.include),
+            status=cast(client.InboxStatus | None, query.status),
+            priority=cast(client.Priority | None, query.priority),
+        )
+        return _answer(await self._call(inbox))
 
     async def read_message(
         self, ident: str, acknowledge: str | None = None, note: str | None = None
     ) -> Json:
-        params = {"ack": acknowledge} if acknowledge is not None else {}
-        if acknowledge is not None and note is not None:
-            params["note"] = note
-        return await self._call("GET", f"/messages/{_segment(ident, 'message')}", params=params)
+        ack = cast(client.Outcome | None, acknowledge)
+        read = self._client.read(
+            _path_id(ident, "message"), ack=ack, note=note if ack is not None else None
+        )
+        return _answer(await self._call(read))
 
     async def read_thread(
         self, thread_id: str, since: str | None, limit: int | None, cursor: str | None
     ) -> Json:
-        params = {
-            name: str(value)
-            for name, value in (("since", since), ("limit", limit), ("cursor", cursor))
-            if value is not None
-        }
-        path = f"/threads/{_segment(thread_id, 'thread')}/messages"
-        return await self._call("GET", path, params=params)
+        history = self._client.history(_path_id(thread_id, "thread"), since, limit, cursor)
+        return _answer(await self._call(history))
 
     async def acknowledge(self, request: AckRequest) -> Json:
-        return await self._call("POST", "/acks", body=request.model_dump(exclude_none=True))
+        outcome = cast(client.Outcome | None, request.outcome)
+        acked = self._client.acknowledge(request.ids, outcome, request.note)
+        return _answer(await self._call(acked))
 
     async def wait_for_mail(self, timeout_seconds: float | None, receipts: bool) -> Json:
-        params = {"timeout": str(timeout_seconds)} if timeout_seconds is not None else {}
-        if receipts:
-            params["events"] = "receipts"
-        return await self._call("GET", "/inbox/wait", params=params)
+        waited = self._client.wait(timeout_seconds, events="receipts" if receipts else None)
+        return _answer(await self._call(waited))
 
     async def check_sent(
         self, state: str | None, thread_id: str | None, cursor: str | None
     ) -> Json:
-        params = {
-            name: value
-            for name, value in (("state", state), ("thread", thread_id), ("cursor", cursor))
-            if value is not None
-        }
-        return await self._call("GET", "/outbox", params=params)
+        return _answer(await self._call(self._client.outbox(state, thread_id, cursor)))
 
     async def request_close(self, thread_id: str) -> Json:
-        return await self._call("POST", f"/threads/{_segment(thread_id, 'thread')}/close-request")
+        closing = self._client.close_request(_path_id(thread_id, "thread"))
+        return _answer(await self._call(closing))

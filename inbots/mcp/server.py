@@ -10,10 +10,17 @@ The SDK's session manager runs *stateless* with JSON responses: every POST is au
 served on its own, so nothing is kept between requests and any web process can answer any call.
 GET (a server-push stream) and DELETE (ending a session) are answered 405, as the transport
 allows: there is nothing to push and no session to end.
+
+Sessions of the agent (``GET /v1/me/sessions``) are only bookkeeping: the answer to an
+``initialize`` carries an ``Mcp-Session-Id`` (``ses_…``) that clients send back, and each request
+notes that session (or, for clients of the stateless protocol era, one session per clientInfo
+name/version; or the ``X-Inbots-Session`` label when the client sends one) with the clientInfo
+the request carries. Nothing else depends on it: a request without one is served the same.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -21,9 +28,15 @@ from typing import Any
 import anyio.to_thread
 from mcp.server import Server, ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp_types import CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams
+from mcp_types import (
+    CLIENT_INFO_META_KEY,
+    CallToolRequestParams,
+    CallToolResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+)
 from starlette.datastructures import Headers
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from inbots import __version__
 from inbots.api.errors import envelope, error_response
@@ -33,12 +46,40 @@ from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.dispatch.effects import Dispatch
 from inbots.errors import Forbidden, InbotsError, Invalid, Unauthorized
+from inbots.kit.ids import new_id
 from inbots.limits import Limits
 from inbots.mcp.backends import Backend, LocalBackend
 from inbots.mcp.tools import INSTRUCTIONS, failure, tool_specs
 
+MCP_SESSION_HEADER = "mcp-session-id"
 CALLER = "inbots.caller"
 """The ASGI scope key holding the authenticated :class:`~inbots.auth.service.Caller`."""
+
+
+def _client_of(body: bytes) -> tuple[str | None, str | None]:
+    """The JSON-RPC method of a request body and the client it names (``name/version``, from
+    ``initialize``'s clientInfo or the stateless era's ``_meta``); Nones when there is none."""
+    try:
+        data = json.loads(body) if body else None
+    except ValueError:
+        return None, None
+    if isinstance(data, list):
+        data = data[0] if data else None
+    if not isinstance(data, dict):
+        return None, None
+    method = data.get("method")
+    params = data.get("params")
+    info = None
+    if isinstance(params, dict):
+        info = params.get("clientInfo")
+        meta = params.get("_meta")
+        if info is None and isinstance(meta, dict):
+            info = meta.get(CLIENT_INFO_META_KEY)
+    client = None
+    if isinstance(info, dict) and isinstance(info.get("name"), str):
+        version = info.get("version")
+        client = info["name"] + (f"/{version}" if isinstance(version, str) and version else "")
+    return (method if isinstance(method, str) else None), client
 
 
 BackendFor = Callable[[ServerRequestContext[Any, Any]], Backend]
@@ -112,9 +153,35 @@ class McpEndpoint:
             )
             await response(scope, receive, send)
             return
+        headers = Headers(scope=scope)
+        received: list[Message] = []
+        if scope["method"] == "POST":
+            while True:  # the body is capped by the BodyLimit middleware
+                message = await receive()
+                received.append(message)
+                if message["type"] != "http.request" or not message.get("more_body", False):
+                    break
+        method, client = _client_of(b"".join(m.get("body", b"") for m in received))
+        mcp_key = headers.get(MCP_SESSION_HEADER)
+        minted = None
+        if mcp_key is None or not auth.MCP_SESSION_ID.fullmatch(mcp_key):
+            mcp_key = None
+            if method == "initialize":
+                mcp_key = minted = new_id("ses")
+            elif client is not None:
+                mcp_key = f"client:{client}"
+
+        def session() -> auth.SessionSeen | None:
+            return auth.session_seen(
+                self.settings,
+                headers.get(auth.SESSION_HEADER),
+                mcp_key=mcp_key,
+                mcp_client=client,
+            )
+
         try:
             caller = await anyio.to_thread.run_sync(
-                self._authenticate, Headers(scope=scope).get("authorization")
+                self._authenticate, headers.get("authorization"), session
             )
         except InbotsError as exc:
             await error_response(exc)(scope, receive, send)
@@ -132,12 +199,29 @@ class McpEndpoint:
             await response(scope, receive, send)
             return
         scope[CALLER] = caller
-        await manager.handle_request(scope, receive, send)
 
-    def _authenticate(self, authorization: str | None) -> Caller:
-        """The agent behind the bearer key, as the HTTP API resolves it (and its activity
-        stamped), or 401; the operator token is 403."""
-        caller = auth.resolve(self.db, self.dispatch, authorization)
+        async def replay() -> Message:
+            return received.pop(0) if received else await receive()
+
+        async def send_with_session(message: Message) -> None:
+            if minted is not None and message["type"] == "http.response.start":
+                message = {
+                    **message,
+                    "headers": [
+                        *message.get("headers", []),
+                        (MCP_SESSION_HEADER.encode(), minted.encode()),
+                    ],
+                }
+            await send(message)
+
+        await manager.handle_request(scope, replay, send_with_session)
+
+    def _authenticate(
+        self, authorization: str | None, session: Callable[[], auth.SessionSeen | None]
+    ) -> Caller:
+        """The agent behind the bearer key, as the HTTP API resolves it (and its activity and
+        session stamped), or 401; the operator token is 403."""
+        caller = auth.resolve(self.db, self.dispatch, authorization, session)
         if caller.is_operator:
             raise Forbidden(
                 "The MCP tools are for agents: connect with an agent key (agt_…), not the "

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy import Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from inbots.db.base import Base, UTCDateTime
@@ -39,3 +39,31 @@ class Message(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     idempotency_key: Mapped[str | None] = mapped_column(String(128))
     content_hash: Mapped[str | None] = mapped_column(String(64))
+    # The sender's time to live: unacknowledged deliveries expire at expires_at (created_at +
+    # ttl_seconds); both null when the message never expires.
+    ttl_seconds: Mapped[int | None] = mapped_column(Integer)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class CapLedger(Base):
+    """What the caps count, kept cheap (``governance.py``): for a recipient (``sender_id`` ""),
+    or a recipient and one sender, an upper bound of its deliveries that are unacknowledged,
+    unexpired and in threads not closed. Sends add to it; a recount corrects it."""
+
+    __tablename__ = "cap_ledger"
+
+    recipient_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    sender_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    open_count: Mapped[int] = mapped_column(Integer)
+
+
+class SendBucket(Base):
+    """One agent's send rate-limit token bucket (``governance.py``): ``tokens`` as of ``stamp``
+    (seconds since the epoch). Updated by one upsert in the sending transaction, so every web
+    process shares it and a refused send (rolled back) spends nothing."""
+
+    __tablename__ = "send_buckets"
+
+    agent_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    tokens: Mapped[float] = mapped_column(Float)
+    stamp: Mapped[float] = mapped_column(Float)

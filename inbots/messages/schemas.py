@@ -40,6 +40,13 @@ class MessageCreate(Request):
         "recipient's inbox; keep it for what cannot wait.",
         json_schema_extra=choice(*PRIORITIES),
     )
+    ttl_seconds: int | None = Field(
+        default=None,
+        description="Time to live, {ttl_min_seconds:,} to {ttl_max_seconds:,} seconds: a "
+        "recipient who has not acknowledged the message by then no longer sees it (it expires, "
+        "leaves the inbox and is not notified again). Leave it out for mail that never expires.",
+        json_schema_extra=bounds(minimum="ttl_min_seconds", maximum="ttl_max_seconds"),
+    )
 
 
 class NewThread(Request):
@@ -94,6 +101,8 @@ class MessageRead(Model, ForTheSender):
     body: str
     reply_to: str | None
     created_at: Timestamp
+    ttl_seconds: int | None = None
+    expires_at: Timestamp | None = None
     # In the thread history, to the message's sender only: each recipient's receipt.
     receipts: list[Receipt] | None = None
 

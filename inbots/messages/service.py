@@ -6,7 +6,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from sqlalchemy import exists, insert, select
@@ -23,6 +23,7 @@ from inbots.deliveries.schemas import OUTCOMES, AckRequest
 from inbots.deliveries.state import STATES, state_filter, state_of
 from inbots.dispatch.jobs import Job
 from inbots.errors import (
+    Expired,
     IdempotencyKeyReused,
     Invalid,
     NoRecipients,
@@ -35,6 +36,7 @@ from inbots.kit.clock import utcnow
 from inbots.kit.ids import kind_of, new_id
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
 from inbots.kit.text import shown_summary
+from inbots.messages import governance
 from inbots.messages.models import (
     DEFAULT_KIND,
     KINDS,
@@ -76,6 +78,8 @@ def to_read(message: Message, sender: str) -> MessageRead:
         body=message.body,
         reply_to=message.reply_to_id,
         created_at=message.created_at,
+        ttl_seconds=message.ttl_seconds,
+        expires_at=message.expires_at,
     )
 
 
@@ -136,10 +140,28 @@ def _check_priority(priority: object) -> str:
     return priority
 
 
-def _fingerprint(*parts: object, priority: str = NORMAL) -> str:
-    """What one send's content hashes to, for its idempotency key. A normal message hashes as
-    it did before priorities existed, so keys stored then still match their repeats."""
+def _check_ttl(uow: UnitOfWork, ttl: object) -> int | None:
+    s = uow.settings
+    if ttl is None:
+        return None
+    if not isinstance(ttl, int) or isinstance(ttl, bool):
+        raise Invalid("ttl_seconds must be a whole number of seconds.", field="ttl_seconds")
+    if not s.ttl_min_seconds <= ttl <= s.ttl_max_seconds:
+        raise Invalid(
+            f"ttl_seconds must be from {s.ttl_min_seconds} to {s.ttl_max_seconds} seconds "
+            f"(got {ttl}); leave it out for mail that never expires.",
+            field="ttl_seconds",
+        )
+    return ttl
+
+
+def _fingerprint(*parts: object, priority: str = NORMAL, ttl: int | None = None) -> str:
+    """What one send's content hashes to, for its idempotency key. A normal message without a
+    ttl hashes as it did before priorities and expiry existed, so keys stored then still match
+    their repeats."""
     values = [*parts] if priority == NORMAL else [*parts, priority]
+    if ttl is not None:
+        values.append({"ttl_seconds": ttl})
     canonical = json.dumps(values, ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -185,9 +207,10 @@ def send_message(
     thread = threads.visible_thread(uow, caller, thread_id, lock=True)
     body, summary, kind = _check_content(uow, caller, body, summary, kind)
     priority = _check_priority(request.priority)
+    ttl = _check_ttl(uow, request.ttl_seconds)
     if reply_to is not None and not isinstance(reply_to, str):
         raise Invalid("reply_to must be a message id.", field="reply_to")
-    fingerprint = _fingerprint(thread.id, body, summary, kind, reply_to, priority=priority)
+    fingerprint = _fingerprint(thread.id, body, summary, kind, reply_to, priority=priority, ttl=ttl)
     if key is not None and (original := _by_key(uow, caller.agent_id, key)) is not None:
         return _replay(uow, original, fingerprint)
     if thread.status != OPEN:
@@ -219,7 +242,7 @@ def send_message(
     if caller.is_operator:
         threads.join(uow, thread, caller.agent_id)
 
-    message = _message(uow, caller, thread, body, summary, kind, priority, reply_to)
+    message = _message(uow, caller, thread, body, summary, kind, priority, reply_to, ttl)
     if key is None:
         uow.session.add(message)
         uow.session.flush()
@@ -254,6 +277,7 @@ def send_direct(
     key = check_idempotency_key(idempotency_key, uow)
     body, summary, kind = _check_content(uow, caller, request.body, request.summary, request.kind)
     priority = _check_priority(request.priority)
+    ttl = _check_ttl(uow, request.ttl_seconds)
     if request.reply_to is not None:
         raise Invalid(
             "reply_to names a message in the same thread, and a send with to opens a new "
@@ -267,7 +291,7 @@ def send_direct(
     ref = threads.check_ref(request.ref, uow)
     to = request.to
     fingerprint = _fingerprint(
-        "to", sorted(set(to)), title, ref, body, summary, kind, priority=priority
+        "to", sorted(set(to)), title, ref, body, summary, kind, priority=priority, ttl=ttl
     )
     if key is not None and (original := _by_key(uow, caller.agent_id, key)) is not None:
         return _replay(uow, original, fingerprint)
@@ -275,7 +299,7 @@ def send_direct(
     recipients = members
     if key is None:
         thread = threads.create(uow, caller, title, None, ref, members)
-        message = _message(uow, caller, thread, body, summary, kind, priority, None)
+        message = _message(uow, caller, thread, body, summary, kind, priority, None, ttl)
         uow.session.add(message)
         uow.session.flush()
         return _deliver(uow, caller, thread, message, recipients)
@@ -283,7 +307,7 @@ def send_direct(
         # The thread too, inside the savepoint: a repeat that lost the race opens nothing.
         with uow.session.begin_nested():
             thread = threads.create(uow, caller, title, None, ref, members)
-            message = _message(uow, caller, thread, body, summary, kind, priority, None)
+            message = _message(uow, caller, thread, body, summary, kind, priority, None, ttl)
             message.idempotency_key, message.content_hash = key, fingerprint
             uow.session.add(message)
             uow.session.flush()
@@ -317,7 +341,9 @@ def _message(
     kind: str,
     priority: str,
     reply_to: str | None,
+    ttl: int | None = None,
 ) -> Message:
+    now = utcnow()
     return Message(
         id=new_id("msg"),
         workspace_id=caller.workspace_id,
@@ -328,7 +354,9 @@ def _message(
         summary=summary,
         body=body,
         reply_to_id=reply_to,
-        created_at=utcnow(),
+        created_at=now,
+        ttl_seconds=ttl,
+        expires_at=None if ttl is None else now + timedelta(seconds=ttl),
     )
 
 
@@ -339,7 +367,9 @@ def _deliver(
     message: Message,
     recipients: Sequence[Recipient],
 ) -> SendResult:
-    """One delivery per recipient, for a message just stored: one statement however many."""
+    """One delivery per recipient, for a message just stored: one statement however many. Then
+    the caps and the rate limit are checked (a refusal rolls the whole send back, so nothing is
+    stored): last, so that the rows they lock are held for as short a time as possible."""
     now = message.created_at
     # A webhook recipient's delivery is published in the same breath (if its webhook receives
     # message.created): the publish is recorded here (so the renotify sweep sees it if the broker
@@ -356,6 +386,8 @@ def _deliver(
             "thread_id": thread.id,
             "recipient_id": r.id,
             "priority_rank": priority_rank(message.priority),
+            "sender_id": message.sender_id,
+            "expires_at": message.expires_at,
             "accepted_at": now,
             "moved_at": now,
             "publish_count": 1 if push else 0,
@@ -366,6 +398,7 @@ def _deliver(
     uow.session.execute(insert(Delivery), rows)
     thread.last_activity_at = now
     uow.session.flush()
+    governance.admit(uow, caller, [(r.id, r.username) for r in recipients])
 
     recipient_ids = [r.id for r in recipients]
     jobs = [Job(str(row["id"]), 1, "publish") for row in rows if row["publish_count"]]
@@ -494,6 +527,13 @@ def read_message(uow: UnitOfWork, caller: Caller, ident: str) -> MessageWithDeli
             )
         ).first()
     if delivery is not None:
+        if delivery.expired_at is not None:
+            raise Expired(
+                f"Message {message.id} expired unacknowledged at "
+                f"{delivery.expired_at.isoformat()} (its sender gave it a ttl_seconds of "
+                f"{message.ttl_seconds}); it is no longer yours to read. Ask its sender to send "
+                "it again if it still matters."
+            )
         deliveries.opened(uow, [delivery])
     sender = agents.usernames(uow, [message.sender_id]).get(message.sender_id, "")
     sent = receipts.receipts_of(uow, [message.id]) if message.sender_id == caller.agent_id else {}

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Index, String, Text
+from sqlalchemy import ForeignKey, Index, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from inbots.db.base import Base, UTCDateTime
@@ -18,6 +18,13 @@ class Thread(Base):
     __table_args__ = (
         Index(None, "workspace_id", "last_activity_at"),
         Index(None, "workspace_id", "ref"),  # GET /v1/threads?ref=
+        # Retention: closed threads, oldest close first.
+        Index(
+            "ix_threads_closed",
+            "closed_at",
+            sqlite_where=text("closed_at IS NOT NULL"),
+            postgresql_where=text("closed_at IS NOT NULL"),
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)

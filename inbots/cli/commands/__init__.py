@@ -9,6 +9,7 @@ import typer
 from inbots.cli.commands import (
     agents,
     deliveries,
+    enroll,
     events,
     inbox,
     stats,
@@ -27,6 +28,7 @@ def add_operator_commands(app: typer.Typer) -> None:
     app.add_typer(deliveries.app, name="deliveries")
     app.add_typer(events.app, name="events")
     app.add_typer(tokens.app, name="tokens")
+    app.command("enroll")(enroll.enroll_command)
     app.command("post")(threads.post)
     app.command("inbox")(inbox.inbox)
     app.command("reply")(inbox.reply)

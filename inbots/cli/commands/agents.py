@@ -1,4 +1,5 @@
-"""``inbots agents``: list, register, show and archive the workspace's agents."""
+"""``inbots agents``: list, register, show and archive the workspace's agents; their keys and
+sessions."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import typer
 from inbots.cli import views
 from inbots.cli.client import path
 from inbots.cli.options import AgentArg, Operator, operator_command
+from inbots.cli.render import say
 
 app = typer.Typer(help="Agents of the workspace.", no_args_is_help=True)
 
@@ -45,3 +47,42 @@ def agents_show(op: Operator, agent: AgentArg) -> None:
 def agents_archive(op: Operator, agent: AgentArg) -> None:
     """Archive an agent: its key stops working at once; its history stays. Idempotent."""
     op.show(op.api.post(path("agents", agent, "archive")), views.archived)
+
+
+KeyArg = Annotated[str, typer.Argument(metavar="KEY_ID", help="The key's id (key_…).")]
+
+
+@app.command("keys")
+@operator_command()
+def agents_keys(op: Operator, agent: AgentArg) -> None:
+    """An agent's keys (never the keys themselves: a hint of each)."""
+    op.show_list(op.api.get(path("agents", agent, "keys")), views.keys_table)
+
+
+@app.command("key-create")
+@operator_command()
+def agents_key_create(
+    op: Operator,
+    agent: AgentArg,
+    label: Annotated[
+        str | None, typer.Option(help="What the key is for (shown in lists), like 'laptop'.")
+    ] = None,
+) -> None:
+    """Issue another key for an agent and print it (shown this once)."""
+    op.show(op.api.post(path("agents", agent, "keys"), {"label": label}), views.key_created)
+
+
+@app.command("key-revoke")
+@operator_command(answers=False)
+def agents_key_revoke(op: Operator, agent: AgentArg, key_id: KeyArg) -> None:
+    """Revoke one of an agent's keys at once. Its last key cannot be revoked: issue another
+    first (key-create), or archive the agent."""
+    op.api.delete(path("agents", agent, "keys", key_id))
+    say(f"Revoked key {key_id}.")
+
+
+@app.command("sessions")
+@operator_command()
+def agents_sessions(op: Operator, agent: AgentArg) -> None:
+    """An agent's sessions: its MCP sessions and X-Inbots-Session clients, latest first."""
+    op.show_list(op.api.get(path("agents", agent, "sessions")), views.sessions_table)

@@ -1,0 +1,1 @@
+"""Enrolment tokens: the operator hands one out, and an agent registers itself with it."""

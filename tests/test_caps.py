@@ -1,0 +1,322 @@
+"""Caps and the send rate limit (agents-and-governance.md §3): 429 rate_limited with Retry-After,
+a sentence naming the cap, nothing stored; on every send path; held with two web processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import func, select
+
+from inbots.config import Settings
+from inbots.db.engine import Database
+from inbots.db.uow import unit_of_work
+from inbots.deliveries.models import Delivery
+from inbots.messages.models import Message
+from inbots.threads.models import Thread
+from tests.conftest import free_port, new_workspace
+from tests.helpers import Api, Caller
+from tests.mcp_client import over_http, run
+from tests.processes import clean_env, inbots_executable
+
+CAPS = {"cap_per_recipient": 5, "cap_per_pair": 3}
+RATE = {"rate_limit_per_minute": 1, "rate_limit_burst": 3}
+
+
+def refused(response: httpx.Response, *fragments: str) -> str:
+    """A 429 rate_limited answer with a Retry-After and a sentence naming ``fragments``."""
+    assert response.status_code == 429, (response.status_code, response.text)
+    error = response.json()["error"]
+    assert error["code"] == "rate_limited"
+    assert int(response.headers["Retry-After"]) >= 1
+    for fragment in fragments:
+        assert fragment in error["message"], error["message"]
+    return str(error["message"])
+
+
+def counts(database: Database) -> tuple[int, int, int]:
+    """(threads, messages, deliveries) in the database."""
+    with unit_of_work(database, readonly=True) as uow:
+        return (
+            uow.session.scalar(select(func.count()).select_from(Thread)) or 0,
+            uow.session.scalar(select(func.count()).select_from(Message)) or 0,
+            uow.session.scalar(select(func.count()).select_from(Delivery)) or 0,
+        )
+
+
+def post(caller: Caller, thread_id: str, body: str, **headers: str) -> httpx.Response:
+    return caller.post(f"/threads/{thread_id}/messages", json={"body": body}, headers=headers)
+
+
+def test_limits_lists_the_caps_and_the_rate_limit(api: Api) -> None:
+    limits = api.ok("GET", "/limits")
+    assert limits["cap_per_recipient"] == 2_000
+    assert limits["cap_per_pair"] == 500
+    assert limits["rate_limit_burst"] == 30
+    assert limits["ttl_min_seconds"] == 300
+    assert limits["ttl_max_seconds"] == 604_800
+    assert limits["retention_days"] == 0
+
+
+@pytest.mark.parametrize("settings_overrides", [{**CAPS, "rate_limit_per_minute": 0}])
+def test_the_pair_cap_refuses_a_sender_and_stores_nothing(api: Api, database: Database) -> None:
+    alice, bob = api.agent("alice"), api.agent("bob")
+    thread = alice.open_thread("Pair", ["bob"])["id"]
+    for n in range(3):
+        alice.send(thread, f"m{n}")
+    before = counts(database)
+    message = refused(post(alice, thread, "one too many"), "bob", "INBOTS_CAP_PER_PAIR", "3")
+    assert "acknowledges" in message
+    assert counts(database) == before
+    assert bob.inbox()["waiting"] == 3
+    # Another sender still gets through (up to the recipient's cap) ...
+    carol = api.agent("carol")
+    other = carol.open_thread("Other", ["bob"])["id"]
+    carol.send(other, "from carol")
+    # ... and an acknowledgement frees a place for alice.
+    first = bob.inbox()["items"][0]["delivery_id"]
+    bob.ok("POST", "/acks", json={"ids": [first], "outcome": "done"})
+    alice.send(thread, "now it fits")
+
+
+@pytest.mark.parametrize("settings_overrides", [{**CAPS, "rate_limit_per_minute": 0}])
+def test_closing_a_thread_frees_its_places(api: Api) -> None:
+    """Mail in a closed thread leaves the inbox and cannot be acknowledged: it stops counting."""
+    alice = api.agent("alice")
+    api.agent("bob")
+    first = alice.open_thread("First", ["bob"])["id"]
+    for n in range(3):
+        alice.send(first, f"m{n}")
+    second = alice.open_thread("Second", ["bob"])["id"]
+    refused(post(alice, second, "full"), "INBOTS_CAP_PER_PAIR")
+    api.ok("POST", f"/threads/{first}/close")
+    alice.send(second, "room again")
+
+
+@pytest.mark.parametrize("settings_overrides", [{**CAPS, "rate_limit_per_minute": 0}])
+def test_the_recipient_cap_refuses_a_whole_broadcast(api: Api, database: Database) -> None:
+    senders = [api.agent(f"sender-{n}") for n in range(3)]
+    api.agent("full")
+    api.agent("roomy")
+    for n, sender in enumerate(senders):
+        thread = sender.open_thread(f"T{n}", ["full"])["id"]
+        for m in range(2 if n < 2 else 1):
+            sender.send(thread, f"{n}.{m}")
+    before = counts(database)
+    answer = senders[2].post("/messages", json={"to": ["*"], "body": "to everybody"})
+    refused(answer, "full's inbox is full", "INBOTS_CAP_PER_RECIPIENT")
+    answer = senders[2].post("/messages", json={"to": ["full", "roomy"], "body": "to two"})
+    refused(answer, "full")
+    assert counts(database) == before  # no thread, no message, no delivery
+    senders[2].ok("POST", "/messages", 201, json={"to": ["roomy"], "body": "only roomy"})
+
+
+@pytest.mark.parametrize("settings_overrides", [{**RATE, "cap_per_recipient": 0}])
+def test_the_rate_limit_refuses_past_the_burst_but_not_a_replay(
+    api: Api, database: Database
+) -> None:
+    alice = api.agent("alice")
+    api.agent("bob")
+    thread = alice.open_thread("Fast", ["bob"])["id"]
+    first = post(alice, thread, "keyed", **{"Idempotency-Key": "k-1"})
+    assert first.status_code == 201
+    alice.send(thread, "two")
+    alice.send(thread, "three")
+    before = counts(database)
+    response = post(alice, thread, "four")
+    message = refused(response, "1 messages a minute", "bursts of up to 3")
+    assert int(response.headers["Retry-After"]) <= 60
+    assert "nothing of this one was stored" in message
+    refused(alice.post("/messages", json={"to": ["bob"], "body": "direct"}), "a minute")
+    assert counts(database) == before
+    # An idempotent replay of an accepted send is answered, not refused, and spends nothing.
+    again = post(alice, thread, "keyed", **{"Idempotency-Key": "k-1"})
+    assert again.status_code in (200, 201), again.text
+    assert again.json()["duplicate"] is True
+    assert again.json()["message"]["id"] == first.json()["message"]["id"]
+    # The operator's own sends are not rate-limited; another agent has its own bucket.
+    for n in range(5):
+        api.send(thread, f"operator {n}")
+    carol = api.agent("carol")
+    other = carol.open_thread("Carol's", ["alice"])["id"]
+    for n in range(3):
+        carol.send(other, f"carol {n}")
+
+
+@pytest.mark.parametrize("settings_overrides", [{**CAPS, **RATE}])
+def test_send_message_over_mcp_is_refused_with_the_same_sentence(api: Api, server: Any) -> None:
+    alice = api.agent("alice")
+    api.agent("bob")
+    thread = alice.open_thread("MCP", ["bob"])["id"]
+    for n in range(3):
+        alice.send(thread, f"m{n}")
+
+    async def scenario() -> tuple[str, str]:
+        async with over_http(server.url, alice.token) as tools:
+            return await tools.error("send_message", thread_id=thread, body="one more")
+
+    code, text = run(scenario)
+    assert code == "rate_limited"
+    assert "a minute" in text or "INBOTS_CAP_PER_PAIR" in text
+
+
+@pytest.mark.parametrize(
+    "settings_overrides", [{"cap_per_pair": 0, "cap_per_recipient": 4, "rate_limit_burst": 0}]
+)
+def test_a_cap_or_limit_of_zero_is_off(api: Api) -> None:
+    alice = api.agent("alice")
+    api.agent("bob")
+    thread = alice.open_thread("Caps", ["bob"])["id"]
+    for n in range(4):  # no pair cap (0), no rate limit (burst 0): only the recipient's cap
+        alice.send(thread, f"{n}")
+    refused(post(alice, thread, "5"), "INBOTS_CAP_PER_RECIPIENT")
+
+
+# Two web processes --------------------------------------------------------------------------
+
+
+@contextmanager
+def two_web_processes(settings: Settings, tmp_path: Path, **limits: int) -> Iterator[str]:
+    """``inbots web --workers 2`` on the test's database, with ``limits`` as INBOTS_ settings."""
+    port = free_port()
+    env = clean_env(
+        tmp_path,
+        INBOTS_DATABASE_URL=settings.database_url,
+        INBOTS_LOG_LEVEL="WARNING",
+        **{f"INBOTS_{name.upper()}": str(value) for name, value in limits.items()},
+    )
+    log = (tmp_path / f"web-{port}.log").open("w")
+    process = subprocess.Popen(
+        [inbots_executable(), "web", "--host", "127.0.0.1", "--port", str(port), "--workers", "2"],
+        env=env,
+        cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(url + "/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert process.poll() is None, (tmp_path / f"web-{port}.log").read_text()
+            assert time.monotonic() < deadline, "inbots web did not answer /readyz"
+            time.sleep(0.2)
+        yield url
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        log.close()
+
+
+def race(calls: list[Callable[[], httpx.Response]]) -> list[httpx.Response]:
+    """Run the calls at once (one thread each, released together)."""
+    gate = threading.Barrier(len(calls))
+    answers: list[httpx.Response | None] = [None] * len(calls)
+
+    def one(index: int) -> None:
+        gate.wait()
+        answers[index] = calls[index]()
+
+    workers = [threading.Thread(target=one, args=(i,)) for i in range(len(calls))]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+    assert all(answer is not None for answer in answers)
+    return [answer for answer in answers if answer is not None]
+
+
+def _accepted(answers: list[httpx.Response]) -> int:
+    for answer in answers:
+        assert answer.status_code in (201, 429), (answer.status_code, answer.text)
+        if answer.status_code == 429:
+            refused(answer)
+    return sum(answer.status_code == 201 for answer in answers)
+
+
+def _direct(client: httpx.Client, key: str, to: str, body: str) -> Callable[[], httpx.Response]:
+    headers = {"Authorization": f"Bearer {key}"}
+    return lambda: client.post("/v1/messages", json={"to": [to], "body": body}, headers=headers)
+
+
+def test_caps_hold_with_two_web_processes_and_concurrent_senders(
+    settings: Settings, database: Database, tmp_path: Path
+) -> None:
+    """The pair cap (4) and the recipient cap (10) with 2 uvicorn workers and 12 / 30 concurrent
+    direct sends: no more accepted than the cap, every refusal a 429 with Retry-After, nothing
+    half-stored (each accepted send is one thread, one message, one delivery; a refused one
+    leaves none)."""
+    token = new_workspace(database)
+    with (
+        two_web_processes(
+            settings, tmp_path, cap_per_recipient=10, cap_per_pair=4, rate_limit_per_minute=0
+        ) as url,
+        httpx.Client(base_url=url, timeout=60, limits=httpx.Limits(max_connections=64)) as client,
+    ):
+        operator = {"Authorization": f"Bearer {token}"}
+        keys = {}
+        for name in ("target", *(f"sender-{n}" for n in range(5))):
+            made = client.post("/v1/agents", json={"name": name}, headers=operator)
+            assert made.status_code == 201, made.text
+            keys[name] = made.json()["api_key"]
+
+        pair = race([_direct(client, keys["sender-0"], "target", f"pair {n}") for n in range(12)])
+        assert _accepted(pair) == 4
+        many = [
+            _direct(client, keys[f"sender-{s}"], "target", f"{s}.{n}")
+            for s in range(1, 5)
+            for n in range(8)
+        ]
+        answers = race(many)
+        assert _accepted(answers) == 6  # 10 in all, 4 of them from sender-0
+        assert [a.headers.get("Retry-After") for a in answers if a.status_code == 429]
+
+    threads, messages, deliveries = counts(database)
+    assert (threads, messages, deliveries) == (10, 10, 10)
+    with unit_of_work(database, readonly=True) as uow:
+        per_sender = dict(
+            uow.session.execute(
+                select(Delivery.sender_id, func.count()).group_by(Delivery.sender_id)
+            ).all()
+        )
+    assert all(count <= 4 for count in per_sender.values()), per_sender
+
+
+def test_the_rate_limit_holds_with_two_web_processes(
+    settings: Settings, database: Database, tmp_path: Path
+) -> None:
+    """One agent, a burst of 5, 16 concurrent sends across two processes: 5 accepted."""
+    token = new_workspace(database)
+    with (
+        two_web_processes(
+            settings, tmp_path, rate_limit_per_minute=1, rate_limit_burst=5, cap_per_recipient=0
+        ) as url,
+        httpx.Client(base_url=url, timeout=60, limits=httpx.Limits(max_connections=64)) as client,
+    ):
+        operator = {"Authorization": f"Bearer {token}"}
+        keys = {}
+        for name in ("fast", "reader"):
+            made = client.post("/v1/agents", json={"name": name}, headers=operator)
+            assert made.status_code == 201, made.text
+            keys[name] = made.json()["api_key"]
+        answers = race([_direct(client, keys["fast"], "reader", f"n{n}") for n in range(16)])
+        assert _accepted(answers) == 5
+    assert counts(database) == (5, 5, 5)
