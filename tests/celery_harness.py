@@ -43,14 +43,17 @@ import pytest
 import redis
 
 from inbots.config import Settings
-from tests.conftest import IN_CI, free_port
+from tests.conftest import IN_CI, free_port, worker_index
 from tests.helpers import Api
 from tests.receivers import Received, Receiver
 
 T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_REDIS_URL = os.environ.get("INBOTS_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+# One Redis db number per xdist worker (15, 14, …), so workers never take each other's tasks.
+SHARED_REDIS_URL = os.environ.get(
+    "INBOTS_TEST_REDIS_URL", f"redis://127.0.0.1:6379/{15 - worker_index() % 8}"
+)
 
 # Short timings that keep the whole retry sequence to about 1.5 s (5.7 s when every try times
 # out), so the publish-lost window may be as short as 6 s.

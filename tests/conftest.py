@@ -8,27 +8,33 @@ PostgreSQL is the server on 127.0.0.1:5432 (``INBOTS_TEST_POSTGRES_URL`` to chan
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 import uvicorn
-from sqlalchemy import create_engine, text
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.pool import StaticPool
 
 from inbots.api.app import create_app
 from inbots.api.protocol import protocol_for
 from inbots.config import Settings, load_settings
+from inbots.db.base import Base, import_models
 from inbots.db.engine import Database
 from inbots.db.migrate import upgrade
 from inbots.db.uow import unit_of_work
+from inbots.dispatch.effects import Dispatch
+from inbots.dispatch.jobs import Publisher
+from inbots.dispatch.local import LocalDispatcher
 from inbots.workspaces.service import create_workspace
-from tests.helpers import Api
+from tests.helpers import TLS, Api
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 PG_ADMIN_URL = os.environ.get(
@@ -66,28 +72,55 @@ def _pg_available() -> str | None:
         return f"PostgreSQL not reachable at {PG_ADMIN_URL}: {type(exc).__name__}"
 
 
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+"""This process's xdist worker id (``gw0``, ``gw1``, …; ``main`` without xdist): in the names of
+what workers must not share (the PostgreSQL database, Redis db numbers)."""
+
+
+def worker_index() -> int:
+    """0 for ``main`` and ``gw0``, 1 for ``gw1``, …"""
+    return int(WORKER[2:]) if WORKER.startswith("gw") and WORKER[2:].isdigit() else 0
+
+
 @pytest.fixture(scope="session")
 def pg_database() -> Iterator[str]:
-    """A throwaway database on the shared PostgreSQL server, migrated once per session."""
+    """This worker's throwaway database on the shared PostgreSQL server, migrated once per
+    session; its name carries the xdist worker id."""
     problem = _pg_available()
     if problem:
         if IN_CI:
             pytest.fail(problem + " (CI=true: PostgreSQL tests must run)")
         pytest.skip(problem)
-    name = f"inbots_test_{uuid.uuid4().hex[:10]}"
+    name = f"inbots_test_{WORKER}_{uuid.uuid4().hex[:8]}"
     admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
     url = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
     upgrade(load_settings(database_url=url))
     yield url
+    _stop_shared_servers()  # their pools hold connections to it
+    if url in _EMPTIERS:
+        _EMPTIERS.pop(url).dispose()
     with admin.connect() as conn:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     admin.dispose()
 
 
 @pytest.fixture(scope="session")
+def sqlite_database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """This worker's SQLite file, migrated once per session (emptied before each test)."""
+    path = tmp_path_factory.mktemp("sqlite") / "inbots.db"
+    url = f"sqlite:///{path}"
+    upgrade(load_settings(database_url=url))
+    yield url
+    _stop_shared_servers()
+    if url in _EMPTIERS:
+        _EMPTIERS.pop(url).dispose()
+
+
+@pytest.fixture(scope="session")
 def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated SQLite file to copy (for a module that wants a database of its own)."""
     path = tmp_path_factory.mktemp("template") / "inbots.db"
     upgrade(load_settings(database_url=f"sqlite:///{path}"))
     return path
@@ -98,19 +131,42 @@ def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+_EMPTIERS: dict[str, Engine] = {}
+
+
+def _emptying_order() -> list[str]:
+    """Every model's table, children before parents (so each DELETE breaks no foreign key)."""
+    import_models()
+    return [table.name for table in reversed(Base.metadata.sorted_tables)]
+
+
+def _empty(url: str) -> None:
+    """Every row gone, as after a fresh migration. DELETE, children first, in one transaction:
+    on tables of a few rows it is many times faster than TRUNCATE (which makes new files)."""
+    engine = _EMPTIERS.get(url)
+    if engine is None:
+        engine = _EMPTIERS[url] = create_engine(url, poolclass=StaticPool)
+    for attempt in range(5):
+        try:
+            with engine.begin() as conn:
+                for table in _emptying_order():
+                    conn.execute(text(f"DELETE FROM {table}"))
+            return
+        except (IntegrityError, OperationalError):
+            # A job of a server stopped after the last test may still be writing its attempt
+            # (its thread outlives the server by up to a webhook timeout): empty again.
+            if attempt == 4:
+                raise
+            time.sleep(0.2)
+
+
 @pytest.fixture
-def db_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A migrated, empty database of the parametrised backend."""
-    if backend == "sqlite":
-        template = request.getfixturevalue("sqlite_template")
-        path = tmp_path / "inbots.db"
-        shutil.copy(template, path)
-        return f"sqlite:///{path}"
-    url = request.getfixturevalue("pg_database")
-    engine = create_engine(url)
-    with engine.begin() as conn:
-        conn.execute(text(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE"))
-    engine.dispose()
+def db_url(backend: str, request: pytest.FixtureRequest) -> str:
+    """A migrated, empty database of the parametrised backend: this worker's one database of
+    that backend, emptied for this test (so a server shared between tests can keep its pool)."""
+    name = "sqlite_database" if backend == "sqlite" else "pg_database"
+    url = str(request.getfixturevalue(name))
+    _empty(url)
     return url
 
 
@@ -181,10 +237,116 @@ class ServerThread:
         self.thread.join(timeout=10)
 
 
+class SharedServer:
+    """A :class:`ServerThread` that several tests of one worker use in turn, one at a time.
+
+    Only the embedded default is shared (a server with a broker always starts fresh). Between
+    tests the database is emptied (``db_url``) and the server must hold nothing of the last test
+    in memory: no job published, queued, timed or running in its local dispatcher, and no
+    long-poll listening. A test that left any of that behind retires the server, and the next
+    test gets a fresh one. While no test uses it its renotify sweep stands still (so it never
+    sweeps under a test that did not ask for a server); a test that takes it starts with one
+    sweep, as a fresh server's first sweep runs within a second of its start.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.database = Database(settings)
+        self.running = ServerThread(settings, self.database)
+        dispatch = self.running.app.state.dispatch
+        self.local = dispatch.publisher
+        assert isinstance(self.local, LocalDispatcher), "only the embedded default is shared"
+        self.activity = 0  # jobs published, scheduled or run since the server started
+        self._gate = threading.Lock()
+        self._paused = False
+        self._wrap(dispatch)
+        self.running.__enter__()
+
+    def _wrap(self, dispatch: Dispatch) -> None:
+        local = self.local
+        publish, local_publish, later = dispatch.publish, local.publish, local.later
+        run_job, sweep_once = local._run_job, local._sweep_once
+
+        def count(fn: Callable[..., Any]) -> Callable[..., Any]:
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                self.activity += 1
+                return fn(*args, **kwargs)
+
+            return counted
+
+        def gated_sweep(publisher: Publisher) -> object:
+            with self._gate:
+                return None if self._paused else sweep_once(publisher)
+
+        dispatch.publish = count(publish)  # type: ignore[method-assign]
+        local.publish = count(local_publish)  # type: ignore[method-assign]
+        local.later = count(later)  # type: ignore[method-assign]
+        local._run_job = count(run_job)
+        local._sweep_once = gated_sweep
+        self._sweep_now = lambda: gated_sweep(local)
+
+    def take(self) -> ServerThread:
+        with self._gate:
+            self._paused = False
+        # The database was just emptied: one sweep now, as a fresh server's first one (which
+        # runs within a second of its start) writes the heartbeat row.
+        self.local._sweeper.submit(self._sweep_now)
+        self._taken_at = self.activity
+        return self.running
+
+    def give_back(self) -> bool:
+        """Pause it for the next test; False when it holds something of this test."""
+        with self._gate:
+            self._paused = True
+        idle = (
+            self.activity == self._taken_at
+            and self.running.thread.is_alive()
+            and self.running.app.state.dispatch.wakeups.listening() == 0
+            and all(fn == self.local._sweep for _, _, fn in self.local._timers)
+        )
+        return idle
+
+    def stop(self) -> None:
+        self.running.__exit__()
+        self.database.dispose()
+
+
+_SHARED: dict[str, SharedServer] = {}
+SHARED_SERVERS_KEPT = 4  # per worker; the least recently used one stops first
+
+
+def _stop_shared_servers() -> None:
+    while _SHARED:
+        _SHARED.pop(next(iter(_SHARED))).stop()
+
+
+def _shareable(settings: Settings, request: pytest.FixtureRequest) -> bool:
+    return settings.embedded and request.node.get_closest_marker("fresh_server") is None
+
+
 @pytest.fixture
-def server(settings: Settings, database: Database) -> Iterator[ServerThread]:
-    with ServerThread(settings, database) as running:
-        yield running
+def server(
+    settings: Settings, database: Database, request: pytest.FixtureRequest
+) -> Iterator[ServerThread]:
+    """A real uvicorn server for this test's settings. Tests of one worker with equal settings
+    share one (see :class:`SharedServer`); ``@pytest.mark.fresh_server`` asks for one of the
+    test's own, started on the test's ``database`` and stopped after it."""
+    if not _shareable(settings, request):
+        with ServerThread(settings, database) as running:
+            yield running
+        return
+    key = settings.model_dump_json()
+    shared = _SHARED.pop(key, None)
+    if shared is None:
+        shared = SharedServer(settings)
+        while len(_SHARED) >= SHARED_SERVERS_KEPT:
+            _SHARED.pop(next(iter(_SHARED))).stop()
+    try:
+        yield shared.take()
+    finally:
+        if shared.give_back():
+            _SHARED[key] = shared  # the most recently used last
+        else:
+            shared.stop()
 
 
 def new_workspace(db: Database, name: str = "test") -> str:
@@ -216,5 +378,5 @@ def base_url(server: ServerThread) -> str:
 
 @pytest.fixture
 def raw() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=30) as client:
+    with httpx.Client(timeout=30, verify=TLS) as client:
         yield client

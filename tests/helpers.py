@@ -2,10 +2,47 @@
 
 from __future__ import annotations
 
+import ssl
 from datetime import datetime
 from typing import Any
 
 import httpx
+
+# One TLS context for every test client: httpx builds one per client otherwise (~80 ms each, the
+# CA bundle read again), and the tests talk plain HTTP on loopback.
+TLS = ssl.create_default_context()
+
+ANY: Any = object()
+"""``field=ANY``: :func:`assert_error` does not look at the error's field."""
+
+
+def assert_error(
+    response: httpx.Response, status: int, code: str, field: str | None = ANY, label: object = ""
+) -> dict[str, Any]:
+    """The answer is the error envelope ``{"error": {"code", "message", "field"?}}`` with this
+    status and code, a message that says something, and ``field`` when given (``None``: no field).
+    Returns the error object; ``label`` goes into the failure message."""
+    assert response.status_code == status, (label, response.status_code, response.text[:500])
+    try:
+        body = response.json()
+    except ValueError:
+        raise AssertionError((label, response.status_code, response.text[:300])) from None
+    assert isinstance(body, dict) and set(body) == {"error"}, (label, body)
+    error = body["error"]
+    assert isinstance(error, dict), (label, body)
+    assert set(error) <= {"code", "message", "field"}, (label, body)
+    assert error.get("code") == code, (label, error)
+    assert isinstance(error.get("message"), str) and error["message"].strip(), (label, error)
+    if field is not ANY:
+        assert error.get("field") == field, (label, error)
+    return error
+
+
+def error_message(
+    response: httpx.Response, status: int, code: str, field: str | None = ANY, label: object = ""
+) -> str:
+    """:func:`assert_error`, returning the error's message."""
+    return str(assert_error(response, status, code, field, label)["message"])
 
 
 class Caller:
@@ -58,7 +95,9 @@ class Api(Caller):
     """The operator of one workspace, able to register agents."""
 
     def __init__(self, base_url: str, operator_token: str) -> None:
-        super().__init__(httpx.Client(base_url=base_url, timeout=30), operator_token, "operator")
+        super().__init__(
+            httpx.Client(base_url=base_url, timeout=30, verify=TLS), operator_token, "operator"
+        )
         self.base_url = base_url
 
     def agent(self, name: str, description: str | None = None) -> Caller:

@@ -12,16 +12,7 @@ from sqlalchemy import select
 from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
 from inbots.deliveries.models import Delivery
-from tests.helpers import Api, Caller
-
-
-def assert_error(response: Any, status: int, code: str, field: str | None = None) -> None:
-    assert response.status_code == status, (response.status_code, response.text)
-    error = response.json()["error"]
-    assert error["code"] == code
-    assert isinstance(error["message"], str) and error["message"]
-    if field is not None:
-        assert error.get("field") == field, error
+from tests.helpers import Api, Caller, assert_error
 
 
 def setup_mail(

@@ -6,14 +6,13 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import httpx
 import pytest
 from sqlalchemy import func, select
 
 from inbots.agents.models import Agent
 from inbots.db.engine import Database
 from inbots.deliveries.models import Delivery
-from tests.helpers import Api, Caller
+from tests.helpers import Api, Caller, assert_error
 
 SLACK = timedelta(seconds=1)
 AGENT_FIELDS = {
@@ -29,20 +28,6 @@ AGENT_FIELDS = {
     "webhook_url",
     "unread",
 }
-
-
-def assert_error(
-    response: httpx.Response, status: int, code: str, field: str | None = None
-) -> dict[str, Any]:
-    assert response.status_code == status, (response.status_code, response.text)
-    body = response.json()
-    assert set(body) == {"error"}, body
-    error = body["error"]
-    assert error["code"] == code, body
-    assert isinstance(error["message"], str) and error["message"].strip(), body
-    if field is not None:
-        assert error.get("field") == field, body
-    return error  # type: ignore[no-any-return]
 
 
 def parse_time(value: str) -> datetime:

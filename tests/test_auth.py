@@ -10,20 +10,11 @@ from sqlalchemy import MetaData, String, Table, Text, select
 
 from inbots.agents.models import Agent
 from inbots.db.engine import Database
-from tests.helpers import Api, Caller
+from tests.helpers import Api, Caller, assert_error
 
 # A well-formed token that no one holds: right prefix, 43 url-safe characters.
 UNKNOWN_AGENT_KEY = "agt_" + "A" * 43
 UNKNOWN_OPERATOR_TOKEN = "ops_" + "B" * 43
-
-
-def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
-    assert response.status_code == status, (response.status_code, response.text)
-    body = response.json()
-    assert set(body) == {"error"}, body
-    assert body["error"]["code"] == code, body
-    assert isinstance(body["error"]["message"], str) and body["error"]["message"].strip(), body
-    return body["error"]  # type: ignore[no-any-return]
 
 
 def assert_unauthorized(response: httpx.Response, label: str = "") -> None:

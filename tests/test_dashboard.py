@@ -43,8 +43,9 @@ from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
-# SQLite only: these drive the same services the API tests cover on both databases.
-pytestmark = pytest.mark.parametrize("backend", ["sqlite"])
+# SQLite only: these drive the same services the API tests cover on both databases. One xdist
+# worker runs them all: one Chromium, not one per worker.
+pytestmark = [pytest.mark.parametrize("backend", ["sqlite"]), pytest.mark.xdist_group("dashboard")]
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
 from inbots.deliveries.models import Delivery
 from inbots.kit.clock import utcnow
-from tests.helpers import Api, Caller
+from tests.helpers import Api, Caller, assert_error
 
 DELIVERY_KEYS = {
     "id",
@@ -44,15 +44,6 @@ STAMP_KEYS = (
     "next_attempt_at",
 )
 RFC3339_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
-
-
-def assert_error(response: Any, status: int, code: str, field: str | None = None) -> None:
-    assert response.status_code == status, (response.status_code, response.text)
-    error = response.json()["error"]
-    assert error["code"] == code
-    assert isinstance(error["message"], str) and error["message"]
-    if field is not None:
-        assert error.get("field") == field, error
 
 
 def assert_times(delivery: dict[str, Any]) -> None:

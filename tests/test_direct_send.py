@@ -10,17 +10,8 @@ from typing import Any
 import pytest
 import standardwebhooks
 
-from tests.helpers import Api, Caller
+from tests.helpers import Api, Caller, error_message
 from tests.receivers import FAST, always, receiver
-
-
-def assert_error(response: Any, status: int, code: str, field: str | None = None) -> str:
-    assert response.status_code == status, (response.status_code, response.text)
-    error = response.json()["error"]
-    assert error["code"] == code, error
-    assert error.get("field") == field, error
-    message: str = error["message"]
-    return message
 
 
 def direct(caller: Caller, key: str | None = None, **fields: Any) -> Any:
@@ -53,7 +44,7 @@ def test_a_bad_priority_is_refused(api: Api) -> None:
     alice, _ = api.agent("alice"), api.agent("bob")
     thread = alice.open_thread("Pager", ["bob"])["id"]
     response = alice.post(f"/threads/{thread}/messages", json={"body": "x", "priority": "high"})
-    assert "urgent" in assert_error(response, 422, "validation_error", "priority")
+    assert "urgent" in error_message(response, 422, "validation_error", "priority")
 
 
 def test_the_same_key_with_another_priority_is_a_different_message(api: Api) -> None:
@@ -68,7 +59,7 @@ def test_the_same_key_with_another_priority_is_a_different_message(api: Api) -> 
         json={"body": "same words", "priority": "urgent"},
         headers=headers,
     )
-    assert_error(louder, 409, "idempotency_key_reused", "idempotency_key")
+    error_message(louder, 409, "idempotency_key_reused", "idempotency_key")
 
 
 @pytest.mark.parametrize("settings_overrides", [dict(FAST)])
@@ -116,7 +107,7 @@ def test_a_thread_carries_its_ref_and_is_found_by_it(api: Api) -> None:
 def test_a_bad_ref_is_refused(api: Api, ref: str) -> None:
     alice, _ = api.agent("alice"), api.agent("bob")
     response = alice.post("/threads", json={"title": "t", "participants": ["bob"], "ref": ref})
-    assert "ref must be 1 to 128 printable" in assert_error(
+    assert "ref must be 1 to 128 printable" in error_message(
         response, 422, "validation_error", "ref"
     )
 
@@ -154,17 +145,17 @@ def test_opening_a_thread_with_nobody_else_is_refused_at_once(api: Api) -> None:
     alice = api.agent("alice")
     for participants in ([], ["alice"]):
         response = alice.post("/threads", json={"title": "Alone", "participants": participants})
-        message = assert_error(response, 422, "validation_error", "participants")
+        message = error_message(response, 422, "validation_error", "participants")
         assert "list_agents" in message and '"*"' in message
     response = api.post("/threads", json={"title": "Alone", "participants": []})
-    assert_error(response, 422, "validation_error", "participants")
+    error_message(response, 422, "validation_error", "participants")
     assert alice.ok("GET", "/threads")["items"] == []
 
 
 def test_unknown_participants_are_named_with_the_call_that_lists_them(api: Api) -> None:
     alice = api.agent("alice")
     response = alice.post("/threads", json={"title": "t", "participants": ["ghost"]})
-    message = assert_error(response, 422, "validation_error", "participants")
+    message = error_message(response, 422, "validation_error", "participants")
     assert "ghost" in message and "list_agents" in message
 
 
@@ -195,9 +186,9 @@ def test_star_with_the_operator_named_includes_the_operator(api: Api) -> None:
 def test_star_with_nobody_else_is_409_no_recipients(api: Api) -> None:
     lonely = api.agent("lonely")
     response = lonely.post("/threads", json={"title": "Anyone?", "participants": ["*"]})
-    assert "operator" in assert_error(response, 409, "no_recipients")
+    assert "operator" in error_message(response, 409, "no_recipients", None)
     response = direct(lonely, to=["*"], body="anyone?")
-    assert_error(response, 409, "no_recipients")
+    error_message(response, 409, "no_recipients", None)
     assert lonely.ok("GET", "/threads")["items"] == []
 
 
@@ -261,7 +252,7 @@ def test_direct_send_title_defaults_to_the_first_line_cut_to_200(api: Api) -> No
     title = alice.ok("GET", f"/threads/{sent['message']['thread_id']}")["title"]
     assert title == "Deploy is blocked"
     long = direct(alice, to=["bob"], body="w" * 300, summary=None)
-    assert_error(long, 422, "summary_required", "summary")
+    error_message(long, 422, "summary_required", "summary")
     first_line = "v" * 250
     sent = direct(api, to=["bob"], body=first_line).json()  # the operator needs no summary
     title = api.ok("GET", f"/threads/{sent['message']['thread_id']}")["title"]
@@ -290,7 +281,7 @@ def test_direct_send_refusals_open_nothing(api: Api) -> None:
         ({"body": "x"}, 422, "validation_error", "to"),
     ]
     for fields, status, code, field in cases:
-        assert_error(direct(alice, **fields), status, code, field)
+        error_message(direct(alice, **fields), status, code, field)
     assert alice.ok("GET", "/threads")["items"] == []
 
 
@@ -306,17 +297,17 @@ def test_direct_send_repeats_with_its_idempotency_key_open_one_thread(api: Api) 
         {**d, "state": "accepted"} for d in first.json()["deliveries"]
     ]
     other = direct(alice, "hello-bob", to=["bob"], body="something else")
-    assert_error(other, 409, "idempotency_key_reused", "idempotency_key")
+    error_message(other, 409, "idempotency_key_reused", "idempotency_key")
     thread = first.json()["message"]["thread_id"]
     as_post = alice.post(
         f"/threads/{thread}/messages",
         json={"body": "hello"},
         headers={"Idempotency-Key": "hello-bob"},
     )
-    assert_error(as_post, 409, "idempotency_key_reused", "idempotency_key")
+    error_message(as_post, 409, "idempotency_key_reused", "idempotency_key")
     assert thread_ids(alice) == [thread] and bob.inbox()["waiting"] == 1
     bad = direct(alice, "a b", to=["bob"], body="hello")
-    assert_error(bad, 422, "validation_error", "idempotency_key")
+    error_message(bad, 422, "validation_error", "idempotency_key")
 
 
 def test_racing_direct_sends_with_one_key_open_exactly_one_thread(api: Api) -> None:

@@ -16,7 +16,7 @@ from inbots.db.engine import Database
 from inbots.deliveries.models import Delivery
 from inbots.messages.models import Message
 from inbots.threads.models import Participant, Thread
-from tests.helpers import Api, Caller
+from tests.helpers import Api, Caller, assert_error
 
 JSON = {"Content-Type": "application/json"}
 LIMIT = 64 * 1024
@@ -36,17 +36,6 @@ def assert_envelope(response: httpx.Response, label: object = "") -> dict[str, A
     assert error["code"] == error["code"].lower() and " " not in error["code"], (label, body)
     assert isinstance(error.get("message"), str) and error["message"].strip(), (label, body)
     return error  # type: ignore[no-any-return]
-
-
-def assert_error(
-    response: httpx.Response, status: int, code: str, field: str | None = None, label: object = ""
-) -> dict[str, Any]:
-    assert response.status_code == status, (label, response.status_code, response.text[:300])
-    error = assert_envelope(response, label)
-    assert error["code"] == code, (label, error)
-    if field is not None:
-        assert error.get("field") == field, (label, error)
-    return error
 
 
 @dataclass

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import Api, Caller
+from tests.helpers import Api, Caller, assert_error
 
 INBOX_ITEM_KEYS = {
     "delivery_id",
@@ -37,15 +37,6 @@ MESSAGE_KEYS = {
 }
 EMPTY = {"items": [], "returned": 0, "waiting": 0, "more": False, "next_cursor": None}
 RFC3339_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
-
-
-def assert_error(response: Any, status: int, code: str, field: str | None = None) -> None:
-    assert response.status_code == status, (response.status_code, response.text)
-    error = response.json()["error"]
-    assert error["code"] == code
-    assert isinstance(error["message"], str) and error["message"]
-    if field is not None:
-        assert error.get("field") == field, error
 
 
 def pair(api: Api) -> tuple[Caller, Caller, dict[str, Any]]:

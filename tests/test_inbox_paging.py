@@ -9,16 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import Api, Caller
-
-
-def assert_error(response: Any, status: int, code: str, field: str | None = None) -> str:
-    assert response.status_code == status, (response.status_code, response.text)
-    error = response.json()["error"]
-    assert error["code"] == code, error
-    assert error.get("field") == field, error
-    message: str = error["message"]
-    return message
+from tests.helpers import Api, Caller, error_message
 
 
 def mailbox(api: Api, count: int, **fields: Any) -> tuple[Caller, Caller, list[dict[str, Any]]]:
@@ -134,7 +125,7 @@ def test_mail_acknowledged_while_paging_does_not_shift_the_next_page(api: Api) -
 @pytest.mark.parametrize("cursor", ["nonsense", "bm9uc2Vuc2U", "MTpkbHY", "MjpkbHZfMQ", "%%%"])
 def test_a_cursor_the_server_never_gave_is_refused(api: Api, cursor: str) -> None:
     _, reader, _ = mailbox(api, 1)
-    message = assert_error(
+    message = error_message(
         reader.get("/inbox", params={"cursor": cursor}), 422, "validation_error", "cursor"
     )
     assert "next_cursor" in message
@@ -180,7 +171,7 @@ def test_the_body_page_size_is_a_setting(api: Api) -> None:
 
 def test_include_takes_only_body(api: Api) -> None:
     _, reader, _ = mailbox(api, 1)
-    assert_error(
+    error_message(
         reader.get("/inbox", params={"include": "bodies"}), 422, "validation_error", "include"
     )
 
@@ -232,7 +223,9 @@ def test_all_mail_pages_in_one_order_across_acknowledged_and_not(api: Api) -> No
 
 def test_a_bad_status_is_refused(api: Api) -> None:
     reader = api.agent("reader")
-    assert_error(reader.get("/inbox", params={"status": "read"}), 422, "validation_error", "status")
+    error_message(
+        reader.get("/inbox", params={"status": "read"}), 422, "validation_error", "status"
+    )
 
 
 # --- priority --------------------------------------------------------------------------------
@@ -254,7 +247,7 @@ def test_urgent_mail_comes_first_then_oldest_first_and_the_cursor_follows(api: A
     assert ids(urgent) == [sent[1]["id"], sent[3]["id"]]
     assert urgent["waiting"] == 5 and urgent["more"] is False
     assert ids(reader.inbox(priority="normal")) == [sent[n]["id"] for n in (0, 2, 4)]
-    assert_error(
+    error_message(
         reader.get("/inbox", params={"priority": "high"}), 422, "validation_error", "priority"
     )
 
@@ -291,7 +284,7 @@ def test_since_a_delivery_id_or_a_time(api: Api) -> None:
 @pytest.mark.parametrize("since", ["yesterday", "2026-11-29T18:10:00", "msg_01", "th_01"])
 def test_a_bad_since_is_refused(api: Api, since: str) -> None:
     reader = api.agent("reader")
-    message = assert_error(
+    message = error_message(
         reader.get("/inbox", params={"since": since}), 422, "validation_error", "since"
     )
     assert "dlv_" in message and "RFC 3339" in message
@@ -322,7 +315,7 @@ def test_reading_with_ack_reads_and_acknowledges_in_one_call(api: Api, outcome: 
 def test_a_bad_ack_is_refused_and_changes_nothing(api: Api) -> None:
     _, reader, sent = mailbox(api, 1)
     delivery_id = sent[0]["deliveries"][0]["id"]
-    assert_error(
+    error_message(
         reader.get(f"/messages/{delivery_id}", params={"ack": "yes"}),
         422,
         "validation_error",
@@ -338,4 +331,4 @@ def test_the_sender_reading_with_ack_acknowledges_nothing(api: Api) -> None:
     assert reader.inbox()["waiting"] == 1
     outsider = api.agent("outsider")
     response = outsider.get(f"/messages/{sent[0]['message']['id']}", params={"ack": "done"})
-    assert_error(response, 404, "not_found")
+    error_message(response, 404, "not_found", None)

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from tests.conftest import ServerThread
-from tests.helpers import Api, Caller
+from tests.helpers import Api, Caller, error_message
 
 RECEIPT_KEYS = {
     "delivery_id",
@@ -40,13 +40,6 @@ def delivery_to(sent: dict[str, Any], recipient: str) -> str:
 
 def by_recipient(receipts: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {r["recipient"]: r for r in receipts}
-
-
-def assert_error(response: httpx.Response, status: int, code: str, field: str) -> str:
-    assert response.status_code == status, (response.status_code, response.text)
-    error = response.json()["error"]
-    assert (error["code"], error.get("field")) == (code, field), error
-    return str(error["message"])
 
 
 def test_outbox_lists_sent_mail_newest_first_with_every_receipt(api: Api) -> None:
@@ -101,7 +94,7 @@ def test_outbox_state_matches_messages_with_any_receipt_in_that_state(api: Api) 
     assert ids(state="accepted") == [open_, done]
     assert ids(state="failed") == []
     assert ids(state="") == [open_, done]  # empty means no filter
-    message = assert_error(
+    message = error_message(
         lead.get("/outbox", params={"state": "lost"}), 422, "validation_error", "state"
     )
     assert "acknowledged" in message and "any of its receipts" in message
@@ -126,7 +119,7 @@ def test_outbox_pages_by_cursor_and_filters_by_thread(api: Api) -> None:
     only = lead.ok("GET", "/outbox", params={"thread": other["id"]})
     assert [i["message"]["id"] for i in only["items"]] == [elsewhere]
     bad = lead.get("/outbox", params={"cursor": "!!"})
-    assert_error(bad, 422, "validation_error", "cursor")
+    error_message(bad, 422, "validation_error", "cursor")
 
 
 def test_outbox_leaves_out_closed_threads_for_agents_not_for_the_operator(api: Api) -> None:
@@ -276,5 +269,5 @@ def test_receipts_of_a_closed_thread_are_not_shown(api: Api) -> None:
 def test_wait_events_other_than_receipts_are_refused(api: Api) -> None:
     lead, _, _, _ = team(api)
     response = lead.get("/inbox/wait", params={"timeout": "1", "events": "everything"})
-    message = assert_error(response, 422, "validation_error", "events")
+    message = error_message(response, 422, "validation_error", "events")
     assert "receipts" in message

@@ -29,6 +29,9 @@ from inbots.db.engine import Database
 from tests.conftest import free_port
 from tests.processes import serve
 
+# One xdist worker runs the module: its servers (one an `inbots serve` process) start once.
+pytestmark = pytest.mark.xdist_group("protocol")
+
 MB = 1024 * 1024
 
 
@@ -201,7 +204,7 @@ def test_a_32_mb_header_is_refused_with_431_at_once(url: str) -> None:
     assert answer.seconds < 5, answer.seconds
     assert answer.sent < 32 * MB, "the server read the whole header"
     assert answer.headers["connection"] == "close"
-    assert httpx.get(url + "/healthz").status_code == 200  # and it is still serving
+    assert httpx.get(url + "/healthz", timeout=30).status_code == 200  # and it is still serving
 
 
 def test_100_000_headers_are_refused_with_431_at_once(url: str) -> None:

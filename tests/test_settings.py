@@ -305,7 +305,8 @@ def test_serve_adds_environment_token_to_an_existing_workspace(tmp_path: Path) -
 
 def test_openapi_lists_every_implemented_v1_path_of_the_contract(tmp_path: Path) -> None:
     token = "ops_" + secrets.token_urlsafe(32)
-    with serve(tmp_path, INBOTS_OPERATOR_TOKEN=token) as served:
+    # The operator has an inbox of its own: its long-poll answers the probe after half a second.
+    with serve(tmp_path, INBOTS_OPERATOR_TOKEN=token, INBOTS_WAIT_DEFAULT_SECONDS="0.5") as served:
         document = httpx.get(served.url + "/openapi.json").json()
         documented = {
             (method.upper(), normalise(path))

@@ -8,28 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 import pytest
 
-from tests.helpers import Api, Caller
+from tests.helpers import Api, Caller, assert_error
 
 THREAD_FIELDS = {"id", "title", "goal", "status", "opened_by", "participants", "created_at"}
-_ANY = object()
-
-
-def assert_error(
-    response: httpx.Response, status: int, code: str, field: object = _ANY
-) -> dict[str, Any]:
-    """The response is the error envelope with this status and code (and field, if given)."""
-    assert response.status_code == status, (response.status_code, response.text)
-    body = response.json()
-    assert set(body) == {"error"}, body
-    error: dict[str, Any] = body["error"]
-    assert error["code"] == code, error
-    assert isinstance(error["message"], str) and error["message"].strip(), error
-    if field is not _ANY:
-        assert error.get("field") == field, error
-    return error
 
 
 def thread_ids(caller: Caller, **params: Any) -> list[str]:

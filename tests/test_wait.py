@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.conftest import ServerThread
-from tests.helpers import Api, Caller
+from tests.helpers import Api, Caller, assert_error
 
 # The inbox's keys, and the receipts of the caller's own mail (empty unless events=receipts).
 WAIT_KEYS = {"items", "returned", "waiting", "more", "next_cursor", "receipts"}
@@ -23,11 +23,6 @@ EMPTY = {
     "next_cursor": None,
     "receipts": [],
 }
-
-
-def assert_error(response: Any, status: int, code: str) -> None:
-    assert response.status_code == status, (response.status_code, response.text)
-    assert response.json()["error"]["code"] == code
 
 
 def listening(server: ServerThread) -> int:

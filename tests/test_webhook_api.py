@@ -16,7 +16,7 @@ import standardwebhooks
 from svix.webhooks import Webhook as SvixWebhook
 
 from inbots.webhooks import BadSignature, verify
-from tests.helpers import Api, Caller
+from tests.helpers import Api, Caller, assert_error
 from tests.receivers import Received, always, receiver
 
 FAST = {"retry_schedule": "0.2,0.4,0.8", "webhook_timeout_seconds": 1.0, "publish_lost_seconds": 8}
@@ -55,13 +55,6 @@ def as_agent(api: Api, created: dict[str, Any]) -> Caller:
 def assert_secret(secret: object) -> None:
     assert isinstance(secret, str) and SECRET_RE.fullmatch(secret), secret
     assert len(base64.b64decode(secret.removeprefix("whsec_"), validate=True)) == 32
-
-
-def assert_error(response: Any, status: int, code: str) -> dict[str, Any]:
-    assert response.status_code == status, (response.status_code, response.text)
-    error = response.json()["error"]
-    assert error["code"] == code, error
-    return error  # type: ignore[no-any-return]
 
 
 def parse_time(value: str) -> datetime:
