@@ -78,10 +78,10 @@ class DirectoryEntry(Model):
     """Someone an agent can write to (``GET /v1/directory``)."""
 
     username: str
+    kind: str = "agent"  # Inbots 1.1: "agent", or "person" for the operator
     description: str | None
     active: bool
     last_seen_at: Timestamp | None
-    kind: str = "agent"  # Inbots 1.1: "agent", or "person" for the operator
     has_brief: bool = False  # Inbots 1.1: read it with brief(username)
 
 
@@ -306,6 +306,7 @@ class Limits(Model):
     thread_goal_max: int
     thread_ref_max: int = 128  # Inbots 1.1
     description_max: int
+    brief_max: int | None = None  # Inbots 1.1: an agent's brief, in characters
     note_max: int
     idempotency_key_max: int
     ack_batch_max: int
@@ -315,5 +316,21 @@ class Limits(Model):
     check_inbox_default: int
     check_inbox_max: int
     inbox_bodies_max: int = 20  # Inbots 1.1: an inbox page with bodies holds at most this many
+    search_query_max: int | None = None  # Inbots 1.1: search (characters, then words)
+    search_words_max: int | None = None
     wait_default_seconds: float
     wait_max_seconds: float
+    # Inbots 1.1 governance: caps and the send rate limit (0: off), expiry, retention (days; 0:
+    # keep forever), enrolment tokens, agent keys and session labels.
+    cap_per_recipient: int | None = None
+    cap_per_pair: int | None = None
+    rate_limit_per_minute: int | None = None
+    rate_limit_burst: int | None = None
+    ttl_min_seconds: int | None = None
+    ttl_max_seconds: int | None = None
+    retention_days: float | None = None
+    enrollment_uses_max: int | None = None
+    enrollment_expires_in_max: float | None = None
+    agent_keys_max: int | None = None
+    key_label_max: int | None = None
+    session_label_max: int | None = None
