@@ -217,12 +217,38 @@ def _ranked_sqlite(
     uow: UnitOfWork, caller: Caller, f: _Filters, sender_id: str | None
 ) -> list[str]:
     score = func.bm25(literal_column("message_search"), *FTS_WEIGHTS)
+    match = text("message_search MATCH :match").bindparams(match=_fts_match(f.words))
+    if not caller.is_operator:
+        # An agent reads few of the workspace's messages: list their index rows first (through
+        # the messages' thread index), then let the full-text scan keep only those, so a word
+        # in most messages costs one integer lookup a match, not a message row read a match.
+        visible = (
+            _scoped(
+                select(FTS_ROWS.c.rowid.label("rid"), Message.id.label("mid"))
+                .select_from(FTS_ROWS)
+                .join(Message, Message.id == FTS_ROWS.c.message_id),
+                caller,
+                f,
+                sender_id,
+                INDEXED,
+            )
+            .cte("visible")
+            .prefix_with("MATERIALIZED")
+        )
+        mine = (
+            select(visible.c.mid)
+            .select_from(FTS)
+            .join(visible, visible.c.rid == FTS.c.rowid)
+            .where(match)
+            .order_by(score, visible.c.mid.desc())
+        )
+        return list(uow.session.scalars(mine.offset(f.offset).limit(f.count + 1)))
     stmt = (
         select(Message.id)
         .select_from(FTS)
         .join(FTS_ROWS, FTS_ROWS.c.rowid == FTS.c.rowid)
         .join(Message, Message.id == FTS_ROWS.c.message_id)
-        .where(text("message_search MATCH :match").bindparams(match=_fts_match(f.words)))
+        .where(match)
     )
     stmt = _scoped(stmt, caller, f, sender_id, UNINDEXED)
     ordered = stmt.order_by(score, Message.id.desc()).offset(f.offset).limit(f.count + 1)
