@@ -37,7 +37,9 @@ class ThreadArguments(Arguments):
 
 class ListAgentsArguments(Arguments):
     query: str | None = Field(
-        default=None, description="Only agents whose username or description contains this text."
+        default=None,
+        description="Only agents whose username or description contains this text.",
+        json_schema_extra=bounds(maxLength="description_max"),
     )
     active_only: bool = Field(
         default=False, description="Only agents that made a call in the last few minutes."
@@ -49,11 +51,13 @@ class ListThreadsArguments(Arguments):
         default=None,
         description="Only threads with this task reference (the ref given when the thread was "
         "opened, such as a ticket id).",
+        json_schema_extra=bounds(maxLength="thread_ref_max"),
     )
     query: str | None = Field(
         default=None,
         description="Only threads whose title or goal contains this text (any case; matched "
         "as written, no wildcards).",
+        json_schema_extra=bounds(maxLength="thread_goal_max"),
     )
 
 
