@@ -36,7 +36,8 @@ ROW = "(SELECT rowid FROM message_search_rows WHERE message_id = {ref}.id)"
 
 SQLITE_TRIGGERS = [
     f"""CREATE TRIGGER message_search_insert AFTER INSERT ON messages BEGIN
-        INSERT INTO message_search_rows (message_id) VALUES (new.id);
+        INSERT INTO message_search_rows (message_id, workspace_id)
+        VALUES (new.id, new.workspace_id);
         INSERT INTO message_search (rowid, title, summary, body)
         VALUES ({ROW.format(ref="new")},
                 (SELECT title FROM threads WHERE id = new.thread_id), new.summary, new.body);
@@ -81,15 +82,16 @@ POSTGRES_FUNCTIONS = [
 def upgrade() -> None:
     if op.get_bind().dialect.name == "sqlite":
         op.execute(
-            "CREATE TABLE message_search_rows ("
-            "rowid INTEGER PRIMARY KEY, message_id VARCHAR(40) NOT NULL UNIQUE)"
+            "CREATE TABLE message_search_rows (rowid INTEGER PRIMARY KEY,"
+            " message_id VARCHAR(40) NOT NULL UNIQUE, workspace_id VARCHAR(40) NOT NULL)"
         )
         op.execute(
             "CREATE VIRTUAL TABLE message_search USING fts5("
             "title, summary, body, tokenize = 'unicode61 remove_diacritics 0')"
         )
         op.execute(
-            "INSERT INTO message_search_rows (message_id) SELECT id FROM messages ORDER BY id"
+            "INSERT INTO message_search_rows (message_id, workspace_id)"
+            " SELECT id, workspace_id FROM messages ORDER BY id"
         )
         op.execute(
             "INSERT INTO message_search (rowid, title, summary, body) "
