@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from inbots.config import Settings
 from inbots.db.engine import Database
@@ -320,3 +320,47 @@ def test_the_rate_limit_holds_with_two_web_processes(
         answers = race([_direct(client, keys["fast"], "reader", f"n{n}") for n in range(16)])
         assert _accepted(answers) == 5
     assert counts(database) == (5, 5, 5)
+
+
+@pytest.mark.parametrize("backend", ["postgres"])  # SQLite has one writer at a time: no margin
+def test_the_recipient_cap_is_exact_when_many_senders_start_far_from_it(
+    settings: Settings, database: Database, tmp_path: Path
+) -> None:
+    """Far from its cap a recipient is locked shared (sends from many senders side by side),
+    near it exclusive: a cap of twice PostgreSQL's max_connections plus 40 lets the first sends
+    through the shared path. 2 web processes, 30 senders racing cap + 60 sends: never more
+    accepted than the cap, and sending on one by one reaches it exactly."""
+    with unit_of_work(database, readonly=True) as uow:
+        margin = int(uow.session.execute(text("SHOW max_connections")).scalar_one())
+    cap = 2 * margin + 40
+    token = new_workspace(database)
+    with (
+        two_web_processes(
+            settings, tmp_path, cap_per_recipient=cap, cap_per_pair=0, rate_limit_per_minute=0
+        ) as url,
+        httpx.Client(base_url=url, timeout=60, limits=httpx.Limits(max_connections=64)) as client,
+    ):
+        operator = {"Authorization": f"Bearer {token}"}
+        keys = {}
+        for name in ("target", *(f"sender-{n}" for n in range(30))):
+            made = client.post("/v1/agents", json={"name": name}, headers=operator)
+            assert made.status_code == 201, made.text
+            keys[name] = made.json()["api_key"]
+        calls = [
+            _direct(client, keys[f"sender-{n % 30}"], "target", f"wave {n}")
+            for n in range(cap + 60)
+        ]
+        accepted = sum(_accepted(race(calls[i : i + 37])) for i in range(0, len(calls), 37))
+        assert accepted <= cap
+        assert counts(database)[2] == accepted
+        sent = accepted
+        while True:
+            answer = _direct(client, keys[f"sender-{sent % 30}"], "target", f"one {sent}")()
+            if answer.status_code == 429:
+                refused(answer, "inbox is full", str(cap))
+                break
+            assert answer.status_code == 201, answer.text
+            sent += 1
+            assert sent <= cap
+    assert sent == cap
+    assert counts(database)[2] == cap

@@ -3,15 +3,23 @@
 
 - **Caps**: a recipient may hold at most ``cap_per_recipient`` unacknowledged, unexpired
   deliveries in threads that are not closed (what its inbox holds), and at most
-  ``cap_per_pair`` of them from one sender. A ledger (``cap_ledger``: one row per recipient,
-  one per recipient and sender) holds an upper bound of each count: every send adds itself with
-  one upsert, whatever the number of recipients, and the rows it touches stay locked until it
-  commits, in one order for all sends (PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` serialises
-  writers anyway), so two web processes can never both pass the last free place.
-  Acknowledgements, expiry, closes and retention never touch the ledger, so it only
-  overestimates: when a row passes its cap, the deliveries are counted exactly (one statement
-  over ``ix_deliveries_caps``), the row is corrected, and only then is the send refused. A
-  send costs one small upsert until an inbox is near its cap.
+  ``cap_per_pair`` of them from one sender. A ledger (``cap_ledger``) holds an upper bound of
+  each count without a hot row: one row per recipient and sender, which each send increments
+  (one upsert, whatever the number of recipients; only that sender's own sends wait on it),
+  and one row per recipient (``sender_id`` "") holding the correction that makes the sum of its
+  rows exact as of the last recount. Acknowledgements, expiry, closes and retention never touch
+  the ledger, so the sum only overestimates.
+
+  Far from the caps a send takes each recipient's advisory lock *shared* (PostgreSQL), so sends
+  to one recipient from many senders run side by side; it passes if the sum, read under that
+  lock, stays ``max_connections`` (the most transactions that can be in flight beside it, each
+  invisible to the others until it commits) below the cap. Within twice that of a cap, the
+  lock is taken *exclusive*: sends to that recipient queue, and each counts exactly (one
+  statement over ``ix_deliveries_caps``), sets the ledger to the exact figures and is refused
+  only if the exact count passes a cap. So two web processes can never both pass the last free
+  place, and a recipient far from its caps costs a send three small statements and no wait.
+  SQLite's ``BEGIN IMMEDIATE`` runs one writer at a time: there is nothing in flight, no lock
+  and no margin. Locks are taken in one key order, so sends never deadlock.
 - **Rate limit**: each agent has a token bucket (``send_buckets``) of ``rate_limit_burst``
   tokens refilled at ``rate_limit_per_minute``; a send spends one. One upsert refills and spends
   atomically in the sending transaction (the row stays locked until it commits), so every web
@@ -26,9 +34,12 @@ from __future__ import annotations
 
 import math
 import time
+import weakref
+import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from sqlalchemy import Float, case, cast, func, literal, select, update
+from sqlalchemy import Connection, Engine, Float, case, cast, func, literal, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -51,82 +62,211 @@ def admit(uow: UnitOfWork, caller: Caller, recipients: Sequence[tuple[str, str]]
     stored, in its transaction (a refusal rolls them back). ``recipients`` are (id, username)
     pairs."""
     s = uow.settings
-    if s.rate_limit_per_minute and s.rate_limit_burst and not caller.is_operator:
-        _spend_token(uow, caller)
-    if (s.cap_per_recipient or s.cap_per_pair) and recipients:
-        _check_caps(uow, caller, recipients)
-
-
-def _spend_token(uow: UnitOfWork, caller: Caller) -> None:
-    s = uow.settings
-    burst = float(s.rate_limit_burst)
-    per_second = s.rate_limit_per_minute / 60.0
-    now = time.time()
-    insert = pg_insert if uow.session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    refilled = SendBucket.tokens + (literal(now, Float) - SendBucket.stamp) * per_second
-    statement = (
-        insert(SendBucket)
-        .values(agent_id=caller.agent_id, tokens=burst - 1, stamp=now)
-        .on_conflict_do_update(
-            index_elements=[SendBucket.agent_id],
-            set_={
-                "tokens": case((refilled > burst, burst), else_=refilled) - 1,
-                "stamp": cast(literal(now), Float),
-            },
-        )
-        .returning(SendBucket.tokens)
-    )
-    left = uow.session.execute(statement).scalar_one()
-    if left < 0:
-        wait = max(1, math.ceil(-left / per_second))
+    limited = bool(s.rate_limit_per_minute and s.rate_limit_burst and not caller.is_operator)
+    capped = bool((s.cap_per_recipient or s.cap_per_pair) and recipients)
+    if not (limited or capped):
+        return
+    names = dict(recipients)
+    postgres = uow.session.get_bind().dialect.name == "postgresql"
+    count = _count_postgres if postgres else _count_sqlite
+    counted = count(uow, caller.agent_id, sorted(names) if capped else [], limited)
+    if counted.tokens is not None and counted.tokens < 0:
+        per_second = s.rate_limit_per_minute / 60.0
+        wait = max(1, math.ceil(-counted.tokens / per_second))
         raise RateLimited(
             f"You sent more than {s.rate_limit_per_minute} messages a minute (bursts of up to "
             f"{s.rate_limit_burst}); your next send is allowed in {wait} s. Wait that long "
             "(Retry-After) and send again; nothing of this one was stored.",
             retry_after=wait,
         )
+    if capped:
+        _check_caps(uow, caller, names, counted, postgres)
 
 
-def _check_caps(uow: UnitOfWork, caller: Caller, recipients: Sequence[tuple[str, str]]) -> None:
+@dataclass
+class _Counted:
+    """What a send's one counting statement found: the caller's tokens left after spending one
+    (None: not rate-limited), and per recipient its (recipient, caller) ledger row with this
+    send in it and the recipient's ledger sum (an upper bound of what the caps count)."""
+
+    tokens: float | None
+    pairs: dict[str, int]
+    estimates: dict[str, int]
+
+
+# PostgreSQL counts a send in one statement: the token bucket's upsert, the pair rows' upsert
+# (one row per recipient, in id order, so two sends of one sender lock them in one order), and
+# each recipient's ledger sum as this transaction sees it. Plain SQL: it runs on every send.
+_SPEND = """spent AS (
+    INSERT INTO send_buckets AS b (agent_id, tokens, stamp)
+    VALUES (%(agent)s, %(burst)s - 1, %(now)s)
+    ON CONFLICT (agent_id) DO UPDATE SET
+        tokens = LEAST(b.tokens + (%(now)s - b.stamp) * %(per_second)s, %(burst)s) - 1,
+        stamp = %(now)s
+    RETURNING tokens)"""
+_PAIRS = """counted AS (
+    INSERT INTO cap_ledger AS l (recipient_id, sender_id, open_count)
+    SELECT r, %(agent)s, 1 FROM unnest(CAST(%(recipients)s AS varchar[])) AS r
+    ON CONFLICT (recipient_id, sender_id) DO UPDATE SET open_count = l.open_count + 1
+    RETURNING recipient_id, open_count)"""
+_SUMS = """SELECT c.recipient_id, c.open_count, c.open_count + COALESCE((
+        SELECT sum(o.open_count) FROM cap_ledger o
+        WHERE o.recipient_id = c.recipient_id AND o.sender_id <> %(agent)s), 0), {tokens}
+    FROM counted c"""
+_COUNT_SQL = {
+    (True, True): f"WITH {_SPEND}, {_PAIRS} " + _SUMS.format(tokens="(SELECT tokens FROM spent)"),
+    (True, False): f"WITH {_SPEND} SELECT NULL, NULL, NULL, tokens FROM spent",
+    (False, True): f"WITH {_PAIRS} " + _SUMS.format(tokens="NULL"),
+}
+_RESUM_SQL = (
+    "SELECT recipient_id, sum(open_count) FROM cap_ledger "
+    "WHERE recipient_id = ANY(CAST(%(recipients)s AS varchar[])) GROUP BY recipient_id"
+)
+
+
+def _count_postgres(
+    uow: UnitOfWork, agent_id: str, recipient_ids: list[str], limited: bool
+) -> _Counted:
     s = uow.settings
-    names = dict(recipients)
-    caps: dict[str, int] = {}  # ledger sender_id -> its cap ("" is the recipient's total)
-    if s.cap_per_recipient:
-        caps[TOTAL] = s.cap_per_recipient
-    if s.cap_per_pair:
-        caps[caller.agent_id] = s.cap_per_pair
-    # One upsert counts this send in every ledger row it touches and locks them (PostgreSQL:
-    # until commit, in one order for every send, so two sends never deadlock and a second
-    # process waits here for the first to commit or roll back).
-    keys = sorted((rid, sender) for rid in names for sender in caps)
-    insert = pg_insert if uow.session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    counted = uow.session.execute(
-        insert(CapLedger)
-        .values([{"recipient_id": r, "sender_id": k, "open_count": 1} for r, k in keys])
-        .on_conflict_do_update(
-            index_elements=[CapLedger.recipient_id, CapLedger.sender_id],
-            set_={"open_count": CapLedger.open_count + 1},
+    rows = (
+        uow.session.connection()
+        .exec_driver_sql(
+            _COUNT_SQL[limited, bool(recipient_ids)],
+            {
+                "agent": agent_id,
+                "recipients": recipient_ids,
+                "burst": float(s.rate_limit_burst),
+                "per_second": s.rate_limit_per_minute / 60.0,
+                "now": time.time(),
+            },
         )
-        .returning(CapLedger.recipient_id, CapLedger.sender_id, CapLedger.open_count)
-    ).all()
-    over = [row for row in counted if row.open_count > caps[row.sender_id]]
-    if not over:
-        return
-    # The ledger only ever overestimates (acknowledgements, expiry and closes do not touch it):
-    # past a cap, count exactly, and keep the exact figure (with this send) for the next sends.
-    exact = _open_counts(uow, sorted({row.recipient_id for row in over}), caller.agent_id)
+        .all()
+    )
+    tokens = float(rows[0][3]) if limited else None
+    if not recipient_ids:
+        return _Counted(tokens, {}, {})
+    return _Counted(
+        tokens,
+        {row[0]: int(row[1]) for row in rows},
+        {row[0]: int(row[2]) for row in rows},
+    )
+
+
+def _count_sqlite(
+    uow: UnitOfWork, agent_id: str, recipient_ids: list[str], limited: bool
+) -> _Counted:
+    s = uow.settings
+    connection = uow.session.connection()
+    tokens = None
+    if limited:
+        burst = float(s.rate_limit_burst)
+        now = time.time()
+        refilled = SendBucket.tokens + (literal(now, Float) - SendBucket.stamp) * (
+            s.rate_limit_per_minute / 60.0
+        )
+        tokens = connection.execute(
+            sqlite_insert(SendBucket)
+            .values(agent_id=agent_id, tokens=burst - 1, stamp=now)
+            .on_conflict_do_update(
+                index_elements=[SendBucket.agent_id],
+                set_={
+                    "tokens": case((refilled > burst, burst), else_=refilled) - 1,
+                    "stamp": cast(literal(now), Float),
+                },
+            )
+            .returning(SendBucket.tokens)
+        ).scalar_one()
+    if not recipient_ids:
+        return _Counted(tokens, {}, {})
+    pairs = {
+        rid: count
+        for rid, count in connection.execute(
+            sqlite_insert(CapLedger)
+            .values(
+                [{"recipient_id": r, "sender_id": agent_id, "open_count": 1} for r in recipient_ids]
+            )
+            .on_conflict_do_update(
+                index_elements=[CapLedger.recipient_id, CapLedger.sender_id],
+                set_={"open_count": CapLedger.open_count + 1},
+            )
+            .returning(CapLedger.recipient_id, CapLedger.open_count)
+        ).all()
+    }
+    return _Counted(tokens, pairs, _estimates(uow, recipient_ids))
+
+
+def _check_caps(
+    uow: UnitOfWork, caller: Caller, names: dict[str, str], counted: _Counted, postgres: bool
+) -> None:
+    s = uow.settings
+    ids = sorted(names)
+    pairs, estimates = counted.pairs, counted.estimates
+    margin = _in_flight_bound(uow) if postgres else 0
+
+    def near(rid: str, slack: int) -> bool:
+        if s.cap_per_pair and pairs[rid] > s.cap_per_pair:
+            return True
+        return bool(s.cap_per_recipient) and estimates[rid] > s.cap_per_recipient - slack
+
+    exact_ids = [rid for rid in ids if near(rid, 2 * margin)]
+    if postgres:
+        # Far from its caps, a recipient is locked shared (sends to it run side by side); near
+        # them, exclusive (sends to it queue, and each counts exactly).
+        _lock(uow, ids, exclusive=set(exact_ids))
+        shared = [rid for rid in ids if rid not in exact_ids]
+        if shared and s.cap_per_recipient:
+            # Read again under the lock: what committed since the first read, plus at most
+            # `margin` sends in flight beside this one, must still fit.
+            rows = uow.session.connection().exec_driver_sql(_RESUM_SQL, {"recipients": shared})
+            estimates.update({rid: int(total) for rid, total in rows.all()})
+            if any(near(rid, margin) for rid in shared):
+                raise RateLimited(
+                    "Many sends reached this recipient at once, close to its cap of "
+                    f"{s.cap_per_recipient} unacknowledged messages "
+                    "(INBOTS_CAP_PER_RECIPIENT); try again in 1 s. Nothing of this send was "
+                    "stored.",
+                    retry_after=1,
+                )
+    if exact_ids:
+        _recount(uow, caller, names, pairs, exact_ids)
+
+
+def _recount(
+    uow: UnitOfWork,
+    caller: Caller,
+    names: dict[str, str],
+    pairs: dict[str, int],
+    ids: Sequence[str],
+) -> None:
+    """Count exactly, set the ledger to the exact figures, and refuse the send if a cap is
+    passed. No other send to these recipients is in flight: PostgreSQL holds them locked
+    exclusively, SQLite runs one writer at a time."""
+    s = uow.settings
+    exact = _open_counts(uow, ids, caller.agent_id)  # includes this send's own deliveries
+    pair_sums = _estimates(uow, ids, pairs_only=True)
+    own, offsets = [], []
     full: tuple[str, str] | None = None
-    corrected = []
-    for row in over:
-        total, pair = exact.get(row.recipient_id, (0, 0))
-        # The send's own deliveries are stored already (uncommitted): the count includes them.
-        now_open = total if row.sender_id == TOTAL else pair
-        corrected.append(
-            {"recipient_id": row.recipient_id, "sender_id": row.sender_id, "open_count": now_open}
+    for rid in ids:
+        total, pair = exact.get(rid, (0, 0))
+        own.append({"recipient_id": rid, "sender_id": caller.agent_id, "open_count": pair})
+        # The recipient's own row holds what makes the sum of its rows exact.
+        others = pair_sums.get(rid, 0) - pairs[rid]
+        offsets.append(
+            {"recipient_id": rid, "sender_id": TOTAL, "open_count": total - others - pair}
         )
-        if now_open > caps[row.sender_id] and full is None:
-            full = (row.recipient_id, row.sender_id)
-    uow.session.execute(update(CapLedger), corrected)  # by primary key, one executemany
+        if full is None and s.cap_per_recipient and total > s.cap_per_recipient:
+            full = (rid, TOTAL)
+        if full is None and s.cap_per_pair and pair > s.cap_per_pair:
+            full = (rid, caller.agent_id)
+    uow.session.execute(update(CapLedger), own)  # by primary key, one executemany
+    insert = pg_insert if uow.session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    statement = insert(CapLedger).values(offsets)
+    uow.session.execute(
+        statement.on_conflict_do_update(
+            index_elements=[CapLedger.recipient_id, CapLedger.sender_id],
+            set_={"open_count": statement.excluded.open_count},
+        )
+    )
     if full is None:
         return
     name = names.get(full[0], full[0])
@@ -145,6 +285,56 @@ def _check_caps(uow: UnitOfWork, caller: Caller, recipients: Sequence[tuple[str,
         f"{CAP_RETRY_AFTER_SECONDS} s or later. Nothing of this send was stored.",
         retry_after=CAP_RETRY_AFTER_SECONDS,
     )
+
+
+def _estimates(
+    uow: UnitOfWork, recipient_ids: Sequence[str], *, pairs_only: bool = False
+) -> dict[str, int]:
+    """Each recipient's ledger sum: an upper bound of what the caps count (as this transaction
+    sees it), or with ``pairs_only`` the sum of its (recipient, sender) rows alone."""
+    statement = (
+        select(CapLedger.recipient_id, func.sum(CapLedger.open_count))
+        .where(CapLedger.recipient_id.in_(recipient_ids))
+        .group_by(CapLedger.recipient_id)
+    )
+    if pairs_only:
+        statement = statement.where(CapLedger.sender_id != TOTAL)
+    found = {rid: int(total or 0) for rid, total in uow.session.execute(statement).all()}
+    return {rid: found.get(rid, 0) for rid in recipient_ids}
+
+
+# Advisory-lock namespace of the caps (the first key of pg_advisory_xact_lock(int, int)).
+_LOCK_SPACE = 0x1B07
+
+
+def _lock(uow: UnitOfWork, recipient_ids: Sequence[str], *, exclusive: set[str]) -> None:
+    """Take each recipient's caps lock for the rest of the transaction: exclusive for those in
+    ``exclusive``, shared for the others. One statement, in key order, so two sends never
+    deadlock (a key shared by two ids is one lock: harmless, it only queues more)."""
+    keys: dict[int, bool] = {}
+    for rid in recipient_ids:
+        key = zlib.crc32(rid.encode()) & 0x7FFFFFFF
+        keys[key] = keys.get(key, False) or rid in exclusive
+    ordered = sorted(keys)
+    uow.session.connection().exec_driver_sql(
+        "SELECT CASE WHEN x THEN pg_advisory_xact_lock(%(space)s, k)::text "
+        "ELSE pg_advisory_xact_lock_shared(%(space)s, k)::text END "
+        "FROM unnest(CAST(%(keys)s AS integer[]), CAST(%(excl)s AS boolean[])) AS t(k, x)",
+        {"space": _LOCK_SPACE, "keys": ordered, "excl": [keys[k] for k in ordered]},
+    ).all()
+
+
+_BOUNDS: weakref.WeakKeyDictionary[Engine, int] = weakref.WeakKeyDictionary()
+
+
+def _in_flight_bound(uow: UnitOfWork) -> int:
+    """How many sends can be in flight at once beside one, at most: PostgreSQL's
+    ``max_connections`` (each open transaction holds a connection). Read once per engine."""
+    bind = uow.session.get_bind()
+    engine = bind.engine if isinstance(bind, Connection) else bind
+    if engine not in _BOUNDS:
+        _BOUNDS[engine] = int(uow.session.execute(text("SHOW max_connections")).scalar_one())
+    return _BOUNDS[engine]
 
 
 def _open_counts(
