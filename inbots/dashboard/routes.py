@@ -30,7 +30,14 @@ from inbots.dashboard.session import Session, Sessions, local_path, same_origin
 from inbots.db.uow import UnitOfWork, mostly_reads, reads, run_unit
 from inbots.deliveries import service as deliveries
 from inbots.deliveries.schemas import AckRequest
-from inbots.errors import InbotsError, Invalid, RateLimited, ServiceUnavailable, Unauthorized
+from inbots.errors import (
+    InbotsError,
+    Invalid,
+    RateLimited,
+    ServiceUnavailable,
+    Unauthorized,
+    not_found,
+)
 from inbots.messages import service as messages
 from inbots.messages.schemas import MessageCreate
 from inbots.threads import service as threads
@@ -798,7 +805,9 @@ def inbox_ack(
         ack = _request(
             AckRequest, ids=[delivery_id], outcome=_optional(outcome), note=_optional(note)
         )
-        _write(request, session, deliveries.acknowledge, ack)
+        result = _write(request, session, deliveries.acknowledge, ack)
+        if delivery_id in result.not_found:  # the API answers 200 and lists it; a page says so
+            raise not_found("delivery", delivery_id)
     except InbotsError as exc:
         return _page(
             request,
@@ -812,6 +821,9 @@ def inbox_ack(
             form=form,
             form_error=exc,
         )
+    if delivery_id in result.already:
+        session.say("ok", "It was already acknowledged; nothing changed.")
+        return _redirect(request, "/inbox", session)
     said = {"declined": "Declined"}.get(outcome, "Acknowledged")
     session.say("ok", f"{said}; the sender sees it with your note." if note.strip() else f"{said}.")
     return _redirect(request, "/inbox", session)
