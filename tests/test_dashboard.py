@@ -619,6 +619,8 @@ def test_set_a_webhook_and_rotate_its_secret(signed_in: Dashboard, api: Api) -> 
         assert webhook["url"] == hook.url and webhook["signing_secret"] == secret
 
         signed_in.find("#done").click()  # a new URL keeps the secret: nothing to show
+        signed_in.wait_for("#webhook-form")
+        signed_in.shot("agent")
         fill(signed_in, {"url": moved.url})
         signed_in.find("#set-webhook").click()
         assert "signing secret is unchanged" in signed_in.flash()
@@ -765,6 +767,7 @@ def test_operator_inbox_reads_replies_and_acknowledges(signed_in: Dashboard, api
 
     row.find_element(By.CSS_SELECTOR, "a.title").click()
     assert signed_in.wait_for("#message-body").text == "May I deploy on Friday?"
+    signed_in.shot("inbox-message")
     receipt = asker.ok("GET", "/outbox")["items"][0]["receipts"][0]
     assert receipt["state"] == "fetched"
 
@@ -852,3 +855,21 @@ def test_another_workspaces_agents_and_mail_stay_out_of_reach(
         assert ack.status_code == 404
     assert other_api.ok("GET", "/agents/stranger")["status"] == "active"
     assert other_api.ok("GET", "/inbox")["waiting"] == 1
+
+
+def test_typed_text_survives_the_live_refresh(signed_in: Dashboard, api: Api) -> None:
+    """The thread page refreshes itself, but never over a message the operator is writing."""
+    writer = api.agent("writer")
+    api.agent("reader")
+    thread = writer.open_thread("Busy", ["reader"])
+    signed_in.go(f"/threads/{thread['id']}")
+    fill(signed_in, {"body": "half a thought"})
+    signed_in.find("#thread-title").click()  # the field loses focus, the text stays unsent
+    writer.send(thread["id"], "arrived meanwhile")
+    time.sleep(4.5)  # longer than the refresh interval
+    assert signed_in.find("#f-body").get_attribute("value") == "half a thought"
+    assert "arrived meanwhile" not in signed_in.find("main").text
+
+    fill(signed_in, {"body": ""})  # nothing unsent any more: the page catches up by itself
+    signed_in.find("#thread-title").click()
+    signed_in.wait(lambda: "arrived meanwhile" in signed_in.find("main").text, 12, "the refresh")

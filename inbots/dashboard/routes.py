@@ -193,12 +193,13 @@ def _page(
     build: Callable[..., dict[str, Any]],
     *args: Any,
     stamps: bool = False,
+    live: bool = True,
     session: Session | None = None,
     form: dict[str, Any] | None = None,
     form_error: InbotsError | None = None,
 ) -> Response:
     """Sign-in check, one unit of work running ``build`` (read only, or ``stamps`` for the
-    operator's own mail), then the template. With ``form`` (a POST whose service refused it):
+    operator's own mail), then the template, refreshing itself when ``live``. With ``form`` (a POST whose service refused it):
     the same page, not live, showing the input again with ``form_error``."""
     if session is None:
         session = _signed_in(request)
@@ -219,7 +220,7 @@ def _page(
             error=exc,
         )
     if form is None:
-        return _render(request, session, template, section=section, title=title, live=True, **data)
+        return _render(request, session, template, section=section, title=title, live=live, **data)
     return _render(
         request,
         session,
@@ -425,7 +426,9 @@ def agents(request: Request) -> Response:
 @router.get("/agents/new")
 def agent_new(request: Request) -> Response:
     """The form registering an agent."""
-    return _page(request, "agent_new.html", "agents", "Register an agent", pages.agent_form)
+    return _page(
+        request, "agent_new.html", "agents", "Register an agent", pages.agent_form, live=False
+    )
 
 
 @router.get("/agents/{agent_id}")
@@ -466,7 +469,9 @@ def inbox_message(request: Request, delivery_id: str) -> Response:
 @router.get("/threads/new")
 def thread_new(request: Request) -> Response:
     """The form opening a thread as the operator."""
-    return _page(request, "thread_new.html", "threads", "Open a thread", pages.thread_form)
+    return _page(
+        request, "thread_new.html", "threads", "Open a thread", pages.thread_form, live=False
+    )
 
 
 @router.get("/threads")

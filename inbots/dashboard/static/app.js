@@ -1,5 +1,6 @@
 // Live updates: every few seconds, fetch this same page with X-Partial: 1 and swap <main>.
-// Paused while a form field has focus or the tab is hidden. No dependencies.
+// Paused while a form field has focus or holds unsent input, or the tab is hidden. No
+// dependencies.
 (function () {
   "use strict";
   var main = document.getElementById("main");
@@ -10,12 +11,12 @@
   var inFlight = false;
   var last = null;
 
-  // A field has focus, or a form marked data-keep holds something the operator typed or chose
+  // A field has focus, or a form holds something the operator typed or chose and has not sent
   // (a refresh would throw it away).
   function busy() {
     var el = document.activeElement;
     if (el && el.matches && el.matches("input, textarea, select")) return true;
-    var fields = main.querySelectorAll("form[data-keep] input, form[data-keep] textarea, form[data-keep] select");
+    var fields = main.querySelectorAll("form input, form textarea, form select");
     for (var i = 0; i < fields.length; i++) {
       var f = fields[i];
       if (f.type === "hidden") continue;
