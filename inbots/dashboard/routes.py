@@ -199,8 +199,9 @@ def _page(
     form_error: InbotsError | None = None,
 ) -> Response:
     """Sign-in check, one unit of work running ``build`` (read only, or ``stamps`` for the
-    operator's own mail), then the template, refreshing itself when ``live``. With ``form`` (a POST whose service refused it):
-    the same page, not live, showing the input again with ``form_error``."""
+    operator's own mail), then the template, refreshing itself when ``live``. With ``form`` (a
+    POST whose service refused it): the same page, not live, showing the input again with
+    ``form_error``."""
     if session is None:
         session = _signed_in(request)
     state = request.app.state
