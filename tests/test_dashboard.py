@@ -211,7 +211,18 @@ def test_unauthenticated_pages_redirect_to_login(dash: Dashboard, api: Api) -> N
     assert dash.find("#token").is_displayed()
     dash.shot("login")
 
-    for path in ("/", "/agents", "/threads", "/threads/th_nope", "/deliveries/dlv_nope"):
+    for path in (
+        "/",
+        "/agents",
+        "/agents/new",
+        "/agents/ag_nope",
+        "/threads",
+        "/threads/new",
+        "/threads/th_nope",
+        "/deliveries/dlv_nope",
+        "/inbox",
+        "/inbox/dlv_nope",
+    ):
         answer = httpx.get(api.base_url + path, follow_redirects=False)
         assert answer.status_code == 303, path
         assert answer.headers["location"].startswith("/login"), path
