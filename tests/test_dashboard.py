@@ -612,6 +612,12 @@ def test_registering_a_taken_or_bad_name_shows_the_form_again(
         csrf = form_of(client, api.base_url + "/agents/new")
         answer = client.post(api.base_url + "/agents/new", data={"csrf": csrf, "name": "builder"})
         assert answer.status_code == 409 and 'id="form-error"' in answer.text
+        nul = client.post(  # what no database can store: a form error, never a 500
+            api.base_url + "/agents/new",
+            data={"csrf": csrf, "name": "other", "description": "a\x00b"},
+        )
+        assert nul.status_code == 422 and "NUL" in nul.text
+    assert [a["username"] for a in api.ok("GET", "/agents")["items"]] == ["builder"]
 
 
 def test_set_a_webhook_and_rotate_its_secret(signed_in: Dashboard, api: Api) -> None:
@@ -840,6 +846,11 @@ def test_new_actions_refuse_a_missing_or_wrong_csrf_token_and_a_foreign_origin(
 
         assert client.post(register, data={"csrf": csrf, "name": "welcome"}).status_code == 200
         assert api.ok("GET", "/agents/welcome")["status"] == "active"
+        nul = client.post(ack, data={"csrf": csrf, "outcome": "done", "note": "x\x00y"})
+        assert nul.status_code == 422 and 'id="form-error"' in nul.text
+        assert asker.ok("GET", "/outbox")["items"][0]["receipts"][0]["acknowledged_at"] is None
+        assert client.post(ack, data={"csrf": csrf, "outcome": "done"}).status_code == 303
+        assert asker.ok("GET", "/outbox")["items"][0]["receipts"][0]["outcome"] == "done"
 
 
 def test_another_workspaces_agents_and_mail_stay_out_of_reach(

@@ -9,6 +9,7 @@ else; a failed check answers 403 and changes nothing. Service errors become a fr
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
@@ -17,9 +18,11 @@ from urllib.parse import quote
 from fastapi import APIRouter, Form, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 from pydantic import BaseModel, ValidationError
+from sqlalchemy.exc import DataError
 
 from inbots import __version__
 from inbots.agents import service as agents_service
+from inbots.agents.schemas import AgentCreate
 from inbots.api.errors import envelope
 from inbots.auth import sessions as auth_sessions
 from inbots.auth.service import Caller
@@ -44,6 +47,7 @@ from inbots.threads import service as threads
 from inbots.threads.schemas import ThreadCreate
 from inbots.webhooks.schemas import WebhookSet
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 STATIC_PATH = "/dashboard/static"
 LIVE_REFRESH_MS = 3000
@@ -282,6 +286,9 @@ def _write(request: Request, session: Session, fn: Callable[..., T], /, *args: A
         result: T = run_unit(state.db, state.dispatch, _as_operator, session.key, fn, *args)
     except _SessionEnded:
         raise LoginRequired(ended=True) from None
+    except DataError:  # a value the database cannot hold slipped past validation (as the API)
+        log.warning("database refused a value of a dashboard form")
+        raise Invalid("A value in the form cannot be stored; check it and try again.") from None
     return result
 
 
@@ -543,13 +550,19 @@ def agent_register(
     session = _form_session(request, csrf)
     form = {"name": name, "description": description, "webhook_url": webhook_url}
     try:
+        body = _request(
+            AgentCreate,
+            name=name.strip(),
+            description=_optional(description),
+            webhook_url=_optional(webhook_url.strip()),
+        )
         created = _write(
             request,
             session,
             agents_service.register_agent,
-            name.strip(),
-            _optional(description),
-            _optional(webhook_url.strip()),
+            body.name,
+            body.description,
+            body.webhook_url,
         )
     except InbotsError as exc:
         return _page(
