@@ -4,7 +4,9 @@ Every page and action runs in one unit of work that first re-resolves the sessio
 operator token (signed out, expired or revoked: the session has ended) and then calls the same
 service functions as the API. Sign-in goes through the throttle (:mod:`inbots.auth.throttle`). Every
 POST checks the session's CSRF token in constant time and the Origin (or Referer) before anything
-else; a failed check answers 403 and changes nothing. Service errors become a friendly message.
+else; a failed check answers 403 and changes nothing. Service errors become a friendly message;
+a form's refusal shows the form again with what was typed and the service's sentence, at its
+status. Secrets (a new agent's key, a webhook signing secret) are on the answer to the POST only.
 """
 
 from __future__ import annotations
