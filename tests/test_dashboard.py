@@ -211,7 +211,18 @@ def test_unauthenticated_pages_redirect_to_login(dash: Dashboard, api: Api) -> N
     assert dash.find("#token").is_displayed()
     dash.shot("login")
 
-    for path in ("/", "/agents", "/threads", "/threads/th_nope", "/deliveries/dlv_nope"):
+    for path in (
+        "/",
+        "/agents",
+        "/agents/new",
+        "/agents/ag_nope",
+        "/threads",
+        "/threads/new",
+        "/threads/th_nope",
+        "/deliveries/dlv_nope",
+        "/inbox",
+        "/inbox/dlv_nope",
+    ):
         answer = httpx.get(api.base_url + path, follow_redirects=False)
         assert answer.status_code == 303, path
         assert answer.headers["location"].startswith("/login"), path
@@ -515,3 +526,372 @@ def test_an_unknown_thread_shows_a_friendly_message(signed_in: Dashboard) -> Non
     message = signed_in.wait_for("#error-message").text
     assert "th_00000000000000000000000000" in message
     assert "Not found" in signed_in.find("main h1").text
+
+
+# --- write actions: each through the API's service, checked in the browser and by the API -----
+
+
+def fill(dash: Dashboard, values: dict[str, str]) -> None:
+    """Type into the form fields named ``f-<name>`` (emptied first)."""
+    for name, value in values.items():
+        element = dash.find(f"#f-{name}")
+        element.clear()
+        if value:
+            element.send_keys(value)
+
+
+def form_of(client: httpx.Client, url: str) -> str:
+    """The CSRF token of a dashboard page, read as a browser would."""
+    page = client.get(url)
+    assert page.status_code == 200, page.text[:300]
+    match = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert match
+    return match.group(1)
+
+
+def test_register_an_agent_shows_its_key_once_and_the_key_works(
+    signed_in: Dashboard, api: Api
+) -> None:
+    signed_in.go("/agents")
+    assert "inbots agents register NAME" in signed_in.wait_for("main").text  # the empty state
+    signed_in.find("#new-agent").click()
+    signed_in.wait_for("#agent-form")
+    fill(signed_in, {"name": "builder", "description": "Builds things"})
+    signed_in.find("#register").click()
+
+    key = signed_in.wait_for("#api-key").get_attribute("value") or ""
+    assert key.startswith("agt_")
+    assert "Shown this once" in signed_in.find("#shown-once").text
+    assert key not in signed_in.driver.current_url and signed_in.path() == "/agents/new"
+    assert not signed_in.find_all("#signing-secret")  # no webhook, no secret
+    signed_in.shot("agent-registered")
+
+    agent = api.ok("GET", "/agents/builder")
+    assert agent["description"] == "Builds things" and agent["status"] == "active"
+    me = httpx.get(api.base_url + "/v1/me", headers={"Authorization": f"Bearer {key}"})
+    assert me.status_code == 200 and me.json()["username"] == "builder"
+
+    signed_in.find("#done").click()  # the agent's page: the key is not there any more
+    signed_in.wait(lambda: signed_in.path() == f"/agents/{agent['id']}", what="the agent page")
+    assert key not in signed_in.driver.page_source
+    signed_in.go("/agents")
+    assert key not in signed_in.wait_for('#agents tr[data-agent="builder"]').text
+
+    # The answer holding the key is never cached, and the key is in no URL nor redirect.
+    cookies = {"inbots_session": signed_in.session_cookie()["value"]}
+    with httpx.Client(cookies=cookies, follow_redirects=False) as client:
+        csrf = form_of(client, api.base_url + "/agents/new")
+        answer = client.post(api.base_url + "/agents/new", data={"csrf": csrf, "name": "second"})
+        assert answer.status_code == 200
+        assert answer.headers["cache-control"] == "no-store"
+        assert "location" not in answer.headers
+        assert re.search(r'id="api-key"[^>]*value="agt_', answer.text)
+
+
+def test_registering_a_taken_or_bad_name_shows_the_form_again(
+    signed_in: Dashboard, api: Api
+) -> None:
+    api.agent("builder")
+    signed_in.go("/agents/new")
+    fill(signed_in, {"name": "builder", "description": "Second try"})
+    signed_in.find("#register").click()
+    error = signed_in.wait_for("#form-error").text
+    assert "'builder' is taken" in error
+    assert signed_in.find("#f-name").get_attribute("value") == "builder"
+    assert signed_in.find("#f-name").get_attribute("aria-invalid") == "true"
+    assert signed_in.find("#f-description").get_attribute("value") == "Second try"
+    signed_in.shot("agent-register-error")
+
+    fill(signed_in, {"name": "Not A Name!"})
+    signed_in.find("#register").click()
+    signed_in.wait(lambda: "Not A Name!" in signed_in.find("#form-error").text, what="the error")
+    assert [a["username"] for a in api.ok("GET", "/agents")["items"]] == ["builder"]
+
+    cookies = {"inbots_session": signed_in.session_cookie()["value"]}
+    with httpx.Client(cookies=cookies, follow_redirects=False) as client:
+        csrf = form_of(client, api.base_url + "/agents/new")
+        answer = client.post(api.base_url + "/agents/new", data={"csrf": csrf, "name": "builder"})
+        assert answer.status_code == 409 and 'id="form-error"' in answer.text
+        nul = client.post(  # what no database can store: a form error, never a 500
+            api.base_url + "/agents/new",
+            data={"csrf": csrf, "name": "other", "description": "a\x00b"},
+        )
+        assert nul.status_code == 422 and "NUL" in nul.text
+    assert [a["username"] for a in api.ok("GET", "/agents")["items"]] == ["builder"]
+
+
+def test_set_a_webhook_and_rotate_its_secret(signed_in: Dashboard, api: Api) -> None:
+    api.agent("hooked")
+    agent_id = api.ok("GET", "/agents/hooked")["id"]
+    with receiver(always(204)) as hook, receiver(always(204)) as moved:
+        signed_in.go(f"/agents/{agent_id}")
+        assert "polls its inbox" in signed_in.wait_for("#webhook").text
+        fill(signed_in, {"url": hook.url})
+        signed_in.find("#set-webhook").click()
+        secret = signed_in.wait_for("#signing-secret").get_attribute("value") or ""
+        assert secret.startswith("whsec_")
+        assert not signed_in.find_all("#api-key")
+        signed_in.shot("webhook-secret")
+        webhook = api.ok("GET", "/agents/hooked/webhook")
+        assert webhook["url"] == hook.url and webhook["signing_secret"] == secret
+
+        signed_in.find("#done").click()  # a new URL keeps the secret: nothing to show
+        signed_in.wait_for("#webhook-form")
+        signed_in.shot("agent")
+        fill(signed_in, {"url": moved.url})
+        signed_in.find("#set-webhook").click()
+        assert "signing secret is unchanged" in signed_in.flash()
+        assert secret not in signed_in.driver.page_source
+        assert api.ok("GET", "/agents/hooked/webhook")["url"] == moved.url
+
+        signed_in.find("#rotate-secret").click()
+        rotated = signed_in.wait_for("#signing-secret").get_attribute("value") or ""
+        assert rotated.startswith("whsec_") and rotated != secret
+        assert "previous secret keeps signing" in signed_in.find("#shown-once").text
+        after = api.ok("GET", "/agents/hooked/webhook")
+        assert after["signing_secret"] == rotated
+        assert after["previous_secret_expires_at"] is not None
+
+
+@pytest.mark.parametrize("settings_overrides", [{**FAST, "webhook_allow_private": False}])
+def test_a_webhook_url_the_policy_refuses_is_a_form_error(signed_in: Dashboard, api: Api) -> None:
+    api.agent("guarded")
+    agent_id = api.ok("GET", "/agents/guarded")["id"]
+    signed_in.go(f"/agents/{agent_id}")
+    fill(signed_in, {"url": "http://169.254.169.254/latest/meta-data"})
+    signed_in.find("#set-webhook").click()
+    error = signed_in.wait_for("#form-error").text
+    assert "169.254.169.254" in error or "private" in error or "not allowed" in error, error
+    assert (
+        signed_in.find("#f-url").get_attribute("value") == "http://169.254.169.254/latest/meta-data"
+    )
+    assert signed_in.find("main h1").text.startswith("guarded")
+    signed_in.shot("webhook-refused")
+    assert api.get("/agents/guarded/webhook").status_code == 404
+
+    signed_in.go("/agents/new")  # and at registration, on the same form
+    fill(signed_in, {"name": "sneaky", "webhook_url": "http://127.0.0.1:9/hook"})
+    signed_in.find("#register").click()
+    assert signed_in.wait_for("#form-error").text
+    assert signed_in.find("#f-webhook_url").get_attribute("aria-invalid") == "true"
+    assert api.get("/agents/sneaky").status_code == 404
+
+
+def test_archive_an_agent_after_confirming(signed_in: Dashboard, api: Api) -> None:
+    retiring = api.agent("retiring")
+    agent_id = api.ok("GET", "/agents/retiring")["id"]
+    signed_in.go("/agents")
+    signed_in.wait_for('#agents tr[data-agent="retiring"] a.agent-link').click()
+    signed_in.wait_for("#archive-form")
+    signed_in.find("#archive-agent").click()  # not confirmed: the browser keeps the form
+    assert signed_in.path() == f"/agents/{agent_id}"
+    assert api.ok("GET", "/agents/retiring")["status"] == "active"
+
+    cookies = {"inbots_session": signed_in.session_cookie()["value"]}
+    with httpx.Client(cookies=cookies, follow_redirects=False) as client:
+        url = f"{api.base_url}/agents/{agent_id}/archive"
+        csrf = form_of(client, f"{api.base_url}/agents/{agent_id}")
+        unconfirmed = client.post(url, data={"csrf": csrf})  # nor does the server, without it
+        assert unconfirmed.status_code == 422 and "Tick the box" in unconfirmed.text
+    assert api.ok("GET", "/agents/retiring")["status"] == "active"
+
+    signed_in.find("#f-confirm").send_keys(" ")  # the keyboard ticks it
+    signed_in.find("#archive-agent").click()
+    assert "retiring archived" in signed_in.flash()
+    assert signed_in.find('#archived tr[data-agent="retiring"] .badge').text == "archived"
+    assert api.ok("GET", "/agents/retiring")["status"] == "archived"
+    assert retiring.get("/me").status_code == 401
+    signed_in.go(f"/agents/{agent_id}")
+    assert "archived" in signed_in.wait_for("#archived-note").text
+    assert not signed_in.find_all("#archive-form") and not signed_in.find_all("#webhook-form")
+
+
+def test_open_a_thread_with_a_first_message_and_post_into_it(
+    signed_in: Dashboard, api: Api
+) -> None:
+    alice = api.agent("alice")
+    bob = api.agent("bob")
+    api.agent("carol")
+    signed_in.go("/threads")
+    signed_in.wait_for("#new-thread").click()
+    signed_in.wait_for("#thread-form")
+    fill(signed_in, {"title": "Ship 1.2", "body": "Nobody was chosen"})
+    signed_in.find("#open-thread").click()  # nobody to write to: the form again, as typed
+    assert "at least one agent" in signed_in.wait_for("#form-error").text
+    assert signed_in.find("#f-title").get_attribute("value") == "Ship 1.2"
+    assert signed_in.find("#f-body").get_attribute("value") == "Nobody was chosen"
+    assert api.ok("GET", "/threads")["items"] == []
+
+    for name in ("alice", "bob"):
+        signed_in.find(f'#participants input[value="{name}"]').click()
+    fill(
+        signed_in,
+        {"goal": "Tagged and published", "body": "Please tag v1.2.", "summary": "Tag v1.2"},
+    )
+    signed_in.find('#f-priority option[value="urgent"]').click()
+    signed_in.find("#open-thread").click()
+    assert signed_in.flash() == "Thread opened and your message sent."
+    thread_id = signed_in.path().removeprefix("/threads/")
+    assert "Ship 1.2" in signed_in.find("#thread-title").text
+    thread = api.ok("GET", f"/threads/{thread_id}")
+    assert thread["goal"] == "Tagged and published" and thread["opened_by"] == "operator"
+    assert sorted(thread["participants"]) == ["alice", "bob", "operator"]
+    mail = alice.ok("GET", "/inbox")["items"]
+    assert [(m["summary"], m["priority"], m["sender"]) for m in mail] == [
+        ("Tag v1.2", "urgent", "operator")
+    ]
+
+    fill(signed_in, {"body": "Also update the changelog."})
+    signed_in.find("#send").click()
+    assert signed_in.flash() == "Message sent to 2 recipients."
+    signed_in.wait(lambda: "Also update the changelog." in signed_in.find("main").text)
+    history = bob.ok("GET", f"/threads/{thread_id}/messages")["items"]
+    assert [m["body"] for m in history] == ["Please tag v1.2.", "Also update the changelog."]
+    signed_in.shot("thread-posted")
+
+
+def test_posting_into_a_closed_thread_is_a_form_error(signed_in: Dashboard, api: Api) -> None:
+    opener = api.agent("opener")
+    api.agent("helper")
+    thread = opener.open_thread("Soon closed", ["helper"])
+    signed_in.go(f"/threads/{thread['id']}")
+    fill(signed_in, {"body": "Late words"})
+    api.ok("POST", f"/threads/{thread['id']}/close")  # closed while the operator typed
+    signed_in.find("#send").click()
+    assert "closed" in signed_in.wait_for("#form-error").text
+    assert signed_in.find("#f-body").get_attribute("value") == "Late words"
+    assert api.ok("GET", f"/threads/{thread['id']}/messages")["items"] == []
+
+
+def test_operator_inbox_reads_replies_and_acknowledges(signed_in: Dashboard, api: Api) -> None:
+    asker = api.agent("asker")
+    asked = asker.ok(
+        "POST",
+        "/messages",
+        201,
+        json={"to": ["operator"], "body": "May I deploy on Friday?", "summary": "Deploy Friday?"},
+    )
+    delivery_id = asked["deliveries"][0]["id"]
+    assert asked["deliveries"][0]["recipient"] == "operator"
+
+    signed_in.go("/")
+    assert signed_in.wait_for("#nav-inbox-count").text == "1"
+    signed_in.find("#nav-inbox").click()
+    row = signed_in.wait_for(f'#inbox tr[data-delivery="{delivery_id}"]')
+    assert "asker" in row.text and "Deploy Friday?" in row.text
+    assert api.ok("GET", "/inbox")["items"][0]["state"] == "delivered"  # the listing showed it
+    signed_in.shot("inbox")
+
+    row.find_element(By.CSS_SELECTOR, "a.title").click()
+    assert signed_in.wait_for("#message-body").text == "May I deploy on Friday?"
+    signed_in.shot("inbox-message")
+    receipt = asker.ok("GET", "/outbox")["items"][0]["receipts"][0]
+    assert receipt["state"] == "fetched"
+
+    fill(signed_in, {"body": "Yes, after 14:00."})
+    signed_in.find("#send-reply").click()
+    assert signed_in.flash() == "Reply sent."
+    reply = asker.ok("GET", "/inbox", params={"include": "body"})["items"][0]
+    assert reply["body"] == "Yes, after 14:00." and reply["sender"] == "operator"
+    message = asker.ok("GET", f"/messages/{reply['message_id']}")["message"]
+    assert message["reply_to"] == asked["message"]["id"]
+
+    signed_in.find('#ack-form input[value="declined"]').click()
+    fill(signed_in, {"note": "Not this week after all"})
+    signed_in.find("#acknowledge").click()
+    assert signed_in.flash().startswith("Declined")
+    assert signed_in.path() == "/inbox"
+    assert "Nothing waiting" in signed_in.wait_for("#inbox-empty").text
+    assert signed_in.find("#nav-inbox-count").text == "0"
+    receipt = asker.ok("GET", "/outbox")["items"][0]["receipts"][0]
+    assert (receipt["state"], receipt["outcome"], receipt["note"]) == (
+        "acknowledged",
+        "declined",
+        "Not this week after all",
+    )
+    signed_in.go(f"/inbox/{delivery_id}")
+    assert "declined" in signed_in.wait_for("#acknowledged").text
+    assert not signed_in.find_all("#ack-form")
+
+
+def test_the_inbox_count_in_the_nav_updates_without_reload(signed_in: Dashboard, api: Api) -> None:
+    signed_in.go("/threads")
+    assert signed_in.wait_for("#nav-inbox-count").text == "0"
+    signed_in.driver.execute_script("window.__sameDocument = 'yes';")
+    api.agent("pinger").ok("POST", "/messages", 201, json={"to": ["operator"], "body": "ping"})
+    signed_in.wait(lambda: signed_in.find("#nav-inbox-count").text == "1", 12, "the new count")
+    assert signed_in.driver.execute_script("return window.__sameDocument") == "yes"
+
+
+def test_new_actions_refuse_a_missing_or_wrong_csrf_token_and_a_foreign_origin(
+    signed_in: Dashboard, api: Api
+) -> None:
+    asker = api.agent("asker")
+    sent = asker.ok("POST", "/messages", 201, json={"to": ["operator"], "body": "hi"})
+    delivery_id = sent["deliveries"][0]["id"]
+    cookies = {"inbots_session": signed_in.session_cookie()["value"]}
+    with httpx.Client(cookies=cookies, follow_redirects=False) as client:
+        csrf = form_of(client, api.base_url + "/agents/new")
+        register = api.base_url + "/agents/new"
+        ack = f"{api.base_url}/inbox/{delivery_id}/ack"
+        for url, data in ((register, {"name": "intruder"}), (ack, {"outcome": "done"})):
+            assert client.post(url, data=data).status_code == 403
+            assert client.post(url, data={**data, "csrf": "wrong"}).status_code == 403
+            foreign = client.post(
+                url, data={**data, "csrf": csrf}, headers={"Origin": "http://evil.example"}
+            )
+            assert foreign.status_code == 403 and "nothing was changed" in foreign.text
+        assert api.get("/agents/intruder").status_code == 404
+        assert asker.ok("GET", "/outbox")["items"][0]["receipts"][0]["acknowledged_at"] is None
+
+        assert client.post(register, data={"csrf": csrf, "name": "welcome"}).status_code == 200
+        assert api.ok("GET", "/agents/welcome")["status"] == "active"
+        nul = client.post(ack, data={"csrf": csrf, "outcome": "done", "note": "x\x00y"})
+        assert nul.status_code == 422 and 'id="form-error"' in nul.text
+        assert asker.ok("GET", "/outbox")["items"][0]["receipts"][0]["acknowledged_at"] is None
+        assert client.post(ack, data={"csrf": csrf, "outcome": "done"}).status_code == 303
+        assert asker.ok("GET", "/outbox")["items"][0]["receipts"][0]["outcome"] == "done"
+
+
+def test_another_workspaces_agents_and_mail_stay_out_of_reach(
+    signed_in: Dashboard, api: Api, other_api: Api
+) -> None:
+    stranger = other_api.agent("stranger")
+    stranger_id = other_api.ok("GET", "/agents/stranger")["id"]
+    theirs = stranger.ok("POST", "/messages", 201, json={"to": ["operator"], "body": "secret"})
+    their_delivery = theirs["deliveries"][0]["id"]
+    cookies = {"inbots_session": signed_in.session_cookie()["value"]}
+    with httpx.Client(cookies=cookies, follow_redirects=False) as client:
+        assert client.get(f"{api.base_url}/agents/{stranger_id}").status_code == 404
+        page = client.get(f"{api.base_url}/inbox/{their_delivery}")
+        assert page.status_code == 404 and "secret" not in page.text
+        assert "stranger" not in client.get(f"{api.base_url}/inbox?status=all").text
+        csrf = form_of(client, api.base_url + "/agents/new")
+        archive = client.post(
+            f"{api.base_url}/agents/{stranger_id}/archive", data={"csrf": csrf, "confirm": "yes"}
+        )
+        assert archive.status_code == 404
+        ack = client.post(
+            f"{api.base_url}/inbox/{their_delivery}/ack", data={"csrf": csrf, "outcome": "done"}
+        )
+        assert ack.status_code == 404
+    assert other_api.ok("GET", "/agents/stranger")["status"] == "active"
+    assert other_api.ok("GET", "/inbox")["waiting"] == 1
+
+
+def test_typed_text_survives_the_live_refresh(signed_in: Dashboard, api: Api) -> None:
+    """The thread page refreshes itself, but never over a message the operator is writing."""
+    writer = api.agent("writer")
+    api.agent("reader")
+    thread = writer.open_thread("Busy", ["reader"])
+    signed_in.go(f"/threads/{thread['id']}")
+    fill(signed_in, {"body": "half a thought"})
+    signed_in.find("#thread-title").click()  # the field loses focus, the text stays unsent
+    writer.send(thread["id"], "arrived meanwhile")
+    time.sleep(4.5)  # longer than the refresh interval
+    assert signed_in.find("#f-body").get_attribute("value") == "half a thought"
+    assert "arrived meanwhile" not in signed_in.find("main").text
+
+    fill(signed_in, {"body": ""})  # nothing unsent any more: the page catches up by itself
+    signed_in.find("#thread-title").click()
+    signed_in.wait(lambda: "arrived meanwhile" in signed_in.find("main").text, 12, "the refresh")

@@ -12,11 +12,20 @@ from inbots.auth.service import Caller
 from inbots.dashboard import queries
 from inbots.db.uow import UnitOfWork
 from inbots.deliveries import service as deliveries
-from inbots.deliveries.schemas import AttemptRead, DeliveryRead
+from inbots.deliveries.schemas import OUTCOMES, AttemptRead, DeliveryRead
+from inbots.errors import not_found
 from inbots.messages import service as messages
+from inbots.messages.models import KINDS, PRIORITIES
 from inbots.stats.service import get_stats
 from inbots.threads import service as threads
 from inbots.threads.models import CLOSE_REQUESTED
+
+# The choices of a message form: left at the default, the field is left out of the call.
+MESSAGE_OPTIONS = {
+    "kind_options": [("", "update (default)"), *((k, k) for k in KINDS if k != "update")],
+    "priority_options": [("", "normal (default)"), *((p, p) for p in PRIORITIES if p != "normal")],
+    "outcomes": OUTCOMES,
+}
 
 OPS_LIMIT = 50  # stalled and failed deliveries listed on the overview, each
 
@@ -96,13 +105,71 @@ def thread_list(uow: UnitOfWork, caller: Caller, status: str | None) -> dict[str
     return {"threads": items, "pending": pending, "status": status or "", "limit": limit}
 
 
-def thread_view(uow: UnitOfWork, caller: Caller, thread_id: str) -> dict[str, Any]:
-    """One thread, every message, every recipient's receipt."""
-    return {"thread": messages.get_thread(uow, caller, thread_id)}
-
-
 def delivery_view(uow: UnitOfWork, caller: Caller, delivery_id: str) -> dict[str, Any]:
     """One receipt and its whole attempt log."""
     detail = deliveries.get_delivery(uow, caller, delivery_id)
     context = queries.delivery_context(uow, caller.workspace_id, [detail.id]).get(detail.id)
     return {"delivery": detail, "context": context}
+
+
+def agent_view(uow: UnitOfWork, caller: Caller, agent_ref: str) -> dict[str, Any]:
+    """One agent: what the agents page says of it, plus its webhook forms and archive button."""
+    agent = agents.get_agent(uow, caller, agent_ref)
+    health = queries.webhook_health(
+        uow, caller.workspace_id, [agent.id] if agent.webhook_url else []
+    )
+    return {"agent": agent, "health": health.get(agent.id)}
+
+
+def agent_form(uow: UnitOfWork, caller: Caller) -> dict[str, Any]:
+    """The register form needs nothing but the operator (checked here, as the API would)."""
+    caller.require_operator()
+    return {}
+
+
+def thread_form(uow: UnitOfWork, caller: Caller) -> dict[str, Any]:
+    """Who a new thread can be opened with: every agent that can receive mail."""
+    everyone = agents.list_agents(uow, caller)
+    return {
+        "recipients": sorted(a.username for a in everyone if a.status != "archived"),
+        **MESSAGE_OPTIONS,
+    }
+
+
+def thread_view(uow: UnitOfWork, caller: Caller, thread_id: str) -> dict[str, Any]:
+    """One thread, every message, every recipient's receipt, and the operator's post form."""
+    return {
+        "thread": messages.get_thread(uow, caller, thread_id),
+        **MESSAGE_OPTIONS,
+    }
+
+
+INBOX_TABS = (("unacked", "Waiting"), ("acked", "Acknowledged"), ("all", "All"))
+
+
+def inbox_page(
+    uow: UnitOfWork, caller: Caller, status: str | None, cursor: str | None
+) -> dict[str, Any]:
+    """The operator's own mail (``GET /v1/inbox`` with the operator token): listing it stamps it
+    delivered, as for any recipient."""
+    page = deliveries.inbox(uow, caller, None, cursor=cursor, status=status)
+    return {
+        "inbox": page,
+        "status": status or "unacked",
+        "tabs": INBOX_TABS,
+        "cursor": cursor or "",
+    }
+
+
+def inbox_message(uow: UnitOfWork, caller: Caller, delivery_id: str) -> dict[str, Any]:
+    """One message of the operator's inbox with its whole body (``GET /v1/messages/{id}``:
+    stamps it fetched), and the reply and acknowledge forms."""
+    read = messages.read_message(uow, caller, delivery_id)
+    if read.delivery is None or read.delivery.id != delivery_id:
+        raise not_found("delivery", delivery_id)
+    thread = threads.get_thread(uow, caller, read.message.thread_id)
+    return {
+        "read": read,
+        "thread": thread,
+        **MESSAGE_OPTIONS,
+    }

@@ -4,11 +4,14 @@ Every page and action runs in one unit of work that first re-resolves the sessio
 operator token (signed out, expired or revoked: the session has ended) and then calls the same
 service functions as the API. Sign-in goes through the throttle (:mod:`inbots.auth.throttle`). Every
 POST checks the session's CSRF token in constant time and the Origin (or Referer) before anything
-else; a failed check answers 403 and changes nothing. Service errors become a friendly message.
+else; a failed check answers 403 and changes nothing. Service errors become a friendly message;
+a form's refusal shows the form again with what was typed and the service's sentence, at its
+status. Secrets (a new agent's key, a webhook signing secret) are on the answer to the POST only.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
@@ -16,20 +19,37 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Form, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
+from pydantic import BaseModel, ValidationError
+from sqlalchemy.exc import DataError
 
 from inbots import __version__
+from inbots.agents import service as agents_service
+from inbots.agents.schemas import AgentCreate
 from inbots.api.errors import envelope
 from inbots.auth import sessions as auth_sessions
 from inbots.auth.service import Caller
 from inbots.auth.throttle import SCOPE_ADDRESS, Held
-from inbots.dashboard import pages
+from inbots.dashboard import actions, pages
 from inbots.dashboard.render import environment
 from inbots.dashboard.session import Session, Sessions, local_path, same_origin
-from inbots.db.uow import UnitOfWork, reads, run_unit
+from inbots.db.uow import UnitOfWork, mostly_reads, reads, run_unit
 from inbots.deliveries import service as deliveries
-from inbots.errors import InbotsError, RateLimited, ServiceUnavailable, Unauthorized
+from inbots.deliveries.schemas import AckRequest
+from inbots.errors import (
+    InbotsError,
+    Invalid,
+    RateLimited,
+    ServiceUnavailable,
+    Unauthorized,
+    not_found,
+)
+from inbots.messages import service as messages
+from inbots.messages.schemas import MessageCreate
 from inbots.threads import service as threads
+from inbots.threads.schemas import ThreadCreate
+from inbots.webhooks.schemas import WebhookSet
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 STATIC_PATH = "/dashboard/static"
 LIVE_REFRESH_MS = 3000
@@ -88,6 +108,9 @@ def _render(
     flash = None if partial else session.take_flash()
     context.setdefault("live", False)
     context.setdefault("section", "")
+    context.setdefault("form", {})
+    context.setdefault("form_error", None)
+    context.setdefault("inbox_waiting", None)
     html = environment.get_template(template).render(
         partial=partial,
         csrf=session.csrf,
@@ -132,12 +155,33 @@ def _as_operator(
     return fn(uow, caller, *args, **kwargs)
 
 
+def _with_nav(uow: UnitOfWork, caller: Caller, data: dict[str, Any]) -> dict[str, Any]:
+    """A page's data plus what the top bar shows: the operator's waiting mail."""
+    data.setdefault("inbox_waiting", deliveries.waiting_count(uow, caller))
+    return data
+
+
+def _build_page(
+    uow: UnitOfWork, key: str | None, build: Callable[..., dict[str, Any]], /, *args: Any
+) -> dict[str, Any]:
+    return _as_operator(uow, key, lambda u, c, *a: _with_nav(u, c, build(u, c, *a)), *args)
+
+
 @reads
 def _page_as_operator(
-    uow: UnitOfWork, key: str | None, fn: Callable[..., T], /, *args: Any, **kwargs: Any
-) -> T:
-    """:func:`_as_operator` for a page: read only (a page changes nothing)."""
-    return _as_operator(uow, key, fn, *args, **kwargs)
+    uow: UnitOfWork, key: str | None, build: Callable[..., dict[str, Any]], /, *args: Any
+) -> dict[str, Any]:
+    """A page's data, read only (a page changes nothing)."""
+    return _build_page(uow, key, build, *args)
+
+
+@mostly_reads
+def _stamping_page_as_operator(
+    uow: UnitOfWork, key: str | None, build: Callable[..., dict[str, Any]], /, *args: Any
+) -> dict[str, Any]:
+    """A page of the operator's own mail: showing it stamps it (delivered, or fetched when the
+    body is shown), as ``GET /v1/inbox`` and ``GET /v1/messages/{id}`` do."""
+    return _build_page(uow, key, build, *args)
 
 
 def _signed_in(request: Request) -> Session:
@@ -154,21 +198,22 @@ def _page(
     title: str,
     build: Callable[..., dict[str, Any]],
     *args: Any,
-    **kwargs: Any,
+    stamps: bool = False,
+    live: bool = True,
+    session: Session | None = None,
+    form: dict[str, Any] | None = None,
+    form_error: InbotsError | None = None,
 ) -> Response:
-    """Sign-in check, one read-only unit of work running ``build``, then the template."""
-    session = _signed_in(request)
+    """Sign-in check, one unit of work running ``build`` (read only, or ``stamps`` for the
+    operator's own mail), then the template, refreshing itself when ``live``. With ``form`` (a
+    POST whose service refused it): the same page, not live, showing the input again with
+    ``form_error``."""
+    if session is None:
+        session = _signed_in(request)
     state = request.app.state
+    unit = _stamping_page_as_operator if stamps else _page_as_operator
     try:
-        data = run_unit(
-            state.db,
-            state.dispatch,
-            _page_as_operator,
-            session.key,
-            build,
-            *args,
-            **kwargs,
-        )
+        data = run_unit(state.db, state.dispatch, unit, session.key, build, *args)
     except _SessionEnded:
         raise LoginRequired(_here(request), ended=True) from None
     except InbotsError as exc:
@@ -181,7 +226,19 @@ def _page(
             title="Not found" if exc.status == 404 else "Something is not right",
             error=exc,
         )
-    return _render(request, session, template, section=section, title=title, live=True, **data)
+    if form is None:
+        return _render(request, session, template, section=section, title=title, live=live, **data)
+    return _render(
+        request,
+        session,
+        template,
+        http_status=form_error.status if form_error else 200,
+        section=section,
+        title=title,
+        form=form,
+        form_error=form_error,
+        **data,
+    )
 
 
 def _verified_post(request: Request, csrf: str) -> Session:
@@ -216,8 +273,54 @@ def _act(
     return _redirect(request, local_path(next_path), session)
 
 
+def _form_session(request: Request, csrf: str) -> Session:
+    """A form POST's signed-in session, after the CSRF and Origin checks."""
+    session = _verified_post(request, csrf)
+    if session.key is None:
+        raise LoginRequired()
+    return session
+
+
+def _write(request: Request, session: Session, fn: Callable[..., T], /, *args: Any) -> T:
+    """One writing unit of work as the operator: ``fn(uow, caller, *args)``."""
+    state = request.app.state
+    try:
+        result: T = run_unit(state.db, state.dispatch, _as_operator, session.key, fn, *args)
+    except _SessionEnded:
+        raise LoginRequired(ended=True) from None
+    except DataError:  # a value the database cannot hold slipped past validation (as the API)
+        log.warning("database refused a value of a dashboard form")
+        raise Invalid("A value in the form cannot be stored; check it and try again.") from None
+    return result
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _request(model: type[M], **values: Any) -> M:
+    """The API's request model from form fields; a field it refuses is a 422 like the API's."""
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = str(first["loc"][0]) if first.get("loc") else None
+        raise Invalid(f"{field or 'The form'}: {first['msg']}.", field=field) from None
+
+
+def _optional(value: str) -> str | None:
+    """An optional text field: left empty means left out (as omitting it from the API call)."""
+    return value if value.strip() else None
+
+
+def _shown_once(request: Request, session: Session, title: str, **context: Any) -> Response:
+    """A page holding a secret (an API key, a signing secret): answered to the POST itself, so
+    the secret is in no URL, never cached (``Cache-Control: no-store``), never shown again."""
+    return _render(request, session, "secret.html", section="agents", title=title, **context)
+
+
 Csrf = Annotated[str, Form()]
 Next = Annotated[str, Form()]
+Text = Annotated[str, Form()]
 
 
 # --- sign-in -----------------------------------------------------------------------------------
@@ -330,6 +433,57 @@ def agents(request: Request) -> Response:
     return _page(request, "agents.html", "agents", "Agents", pages.agent_list)
 
 
+@router.get("/agents/new")
+def agent_new(request: Request) -> Response:
+    """The form registering an agent."""
+    return _page(
+        request, "agent_new.html", "agents", "Register an agent", pages.agent_form, live=False
+    )
+
+
+@router.get("/agents/{agent_id}")
+def agent_view(request: Request, agent_id: str) -> Response:
+    """One agent: its webhook (set the URL, rotate the secret) and archiving."""
+    return _page(request, "agent.html", "agents", "Agent", pages.agent_view, agent_id)
+
+
+@router.get("/inbox")
+def inbox(request: Request, status: str = "", cursor: str = "") -> Response:
+    """The operator's own mail, as ``GET /v1/inbox`` answers the operator token."""
+    return _page(
+        request,
+        "inbox.html",
+        "inbox",
+        "Inbox",
+        pages.inbox_page,
+        status or None,
+        cursor or None,
+        stamps=True,
+    )
+
+
+@router.get("/inbox/{delivery_id}")
+def inbox_message(request: Request, delivery_id: str) -> Response:
+    """One message of the operator's inbox, whole, with the reply and acknowledge forms."""
+    return _page(
+        request,
+        "message.html",
+        "inbox",
+        "Message",
+        pages.inbox_message,
+        delivery_id,
+        stamps=True,
+    )
+
+
+@router.get("/threads/new")
+def thread_new(request: Request) -> Response:
+    """The form opening a thread as the operator."""
+    return _page(
+        request, "thread_new.html", "threads", "Open a thread", pages.thread_form, live=False
+    )
+
+
 @router.get("/threads")
 def thread_list(request: Request, status: str = "") -> Response:
     """Threads with participants and status, and the close requests waiting for the operator."""
@@ -381,6 +535,319 @@ def dismiss_close(request: Request, thread_id: str, csrf: Csrf = "", next: Next 
         thread_id,
         success="Close request dismissed; the thread is open again.",
     )
+
+
+# --- forms: each a service of the API; a refusal shows the form again with the input --------
+
+
+@router.post("/agents/new")
+def agent_register(
+    request: Request,
+    csrf: Csrf = "",
+    name: Text = "",
+    description: Text = "",
+    webhook_url: Text = "",
+) -> Response:
+    """``POST /v1/agents``: the API key (and the signing secret, with a webhook) shown once."""
+    session = _form_session(request, csrf)
+    form = {"name": name, "description": description, "webhook_url": webhook_url}
+    try:
+        body = _request(
+            AgentCreate,
+            name=name.strip(),
+            description=_optional(description),
+            webhook_url=_optional(webhook_url.strip()),
+        )
+        created = _write(
+            request,
+            session,
+            agents_service.register_agent,
+            body.name,
+            body.description,
+            body.webhook_url,
+        )
+    except InbotsError as exc:
+        return _page(
+            request,
+            "agent_new.html",
+            "agents",
+            "Register an agent",
+            pages.agent_form,
+            session=session,
+            form=form,
+            form_error=exc,
+        )
+    return _shown_once(
+        request,
+        session,
+        f"Agent {created.username} registered",
+        kind="registered",
+        agent=created.username,
+        agent_id=created.id,
+        api_key=created.api_key,
+        webhook=created.webhook,
+    )
+
+
+@router.post("/agents/{agent_id}/archive")
+def agent_archive(request: Request, agent_id: str, csrf: Csrf = "", confirm: Text = "") -> Response:
+    """``POST /v1/agents/{id}/archive``, once the operator ticked the confirmation."""
+    session = _form_session(request, csrf)
+    try:
+        if confirm != "yes":
+            raise Invalid(
+                "Tick the box to confirm: archiving revokes the agent's keys at once.",
+                field="confirm",
+            )
+        archived = _write(request, session, agents_service.archive_agent, agent_id)
+    except InbotsError as exc:
+        return _page(
+            request,
+            "agent.html",
+            "agents",
+            "Agent",
+            pages.agent_view,
+            agent_id,
+            session=session,
+            form={"form": "archive"},
+            form_error=exc,
+        )
+    session.say("ok", f"Agent {archived.username} archived: its keys no longer work.")
+    return _redirect(request, "/agents", session)
+
+
+@router.post("/agents/{agent_id}/webhook")
+def agent_webhook(request: Request, agent_id: str, csrf: Csrf = "", url: Text = "") -> Response:
+    """``PUT /v1/agents/{id}/webhook``: a first URL mints the signing secret, shown once."""
+    session = _form_session(request, csrf)
+    try:
+        body = _request(WebhookSet, url=url.strip())
+        result = _write(request, session, actions.set_webhook, agent_id, body)
+    except InbotsError as exc:
+        return _page(
+            request,
+            "agent.html",
+            "agents",
+            "Agent",
+            pages.agent_view,
+            agent_id,
+            session=session,
+            form={"form": "webhook", "url": url},
+            form_error=exc,
+        )
+    if not result.minted:
+        session.say("ok", f"Webhook URL of {result.agent} set; its signing secret is unchanged.")
+        return _redirect(request, f"/agents/{agent_id}", session)
+    return _shown_once(
+        request,
+        session,
+        f"Webhook of {result.agent} set",
+        kind="webhook",
+        agent=result.agent,
+        agent_id=agent_id,
+        api_key=None,
+        webhook=result.webhook,
+    )
+
+
+@router.post("/agents/{agent_id}/webhook/rotate")
+def agent_webhook_rotate(request: Request, agent_id: str, csrf: Csrf = "") -> Response:
+    """``POST /v1/agents/{id}/webhook/rotate``: the new secret shown once; the previous one
+    keeps signing for the overlap."""
+    session = _form_session(request, csrf)
+    try:
+        result = _write(request, session, actions.rotate_secret, agent_id)
+    except InbotsError as exc:
+        return _page(
+            request,
+            "agent.html",
+            "agents",
+            "Agent",
+            pages.agent_view,
+            agent_id,
+            session=session,
+            form={"form": "rotate"},
+            form_error=exc,
+        )
+    return _shown_once(
+        request,
+        session,
+        f"New signing secret for {result.agent}",
+        kind="rotated",
+        agent=result.agent,
+        agent_id=agent_id,
+        api_key=None,
+        webhook=result.webhook,
+    )
+
+
+def _message_fields(body: str, summary: str, kind: str, priority: str) -> dict[str, Any]:
+    return {
+        "body": body,
+        "summary": _optional(summary),
+        "kind": _optional(kind),
+        "priority": _optional(priority),
+    }
+
+
+@router.post("/threads/new")
+def thread_open(
+    request: Request,
+    csrf: Csrf = "",
+    title: Text = "",
+    goal: Text = "",
+    ref: Text = "",
+    participants: Annotated[list[str] | None, Form()] = None,
+    body: Text = "",
+    summary: Text = "",
+    kind: Text = "",
+    priority: Text = "",
+) -> Response:
+    """``POST /v1/threads`` and, with a first message, ``POST /v1/threads/{id}/messages``, in
+    one transaction."""
+    session = _form_session(request, csrf)
+    chosen = participants or []
+    form = {
+        "title": title,
+        "goal": goal,
+        "ref": ref,
+        "participants": chosen,
+        "body": body,
+        "summary": summary,
+        "kind": kind,
+        "priority": priority,
+    }
+    try:
+        thread = _request(
+            ThreadCreate,
+            title=title.strip(),
+            goal=_optional(goal),
+            ref=_optional(ref.strip()),
+            participants=chosen,
+        )
+        first = None
+        if body.strip() or summary.strip():
+            first = _request(MessageCreate, **_message_fields(body, summary, kind, priority))
+        opened = _write(request, session, actions.open_thread, thread, first)
+    except InbotsError as exc:
+        return _page(
+            request,
+            "thread_new.html",
+            "threads",
+            "Open a thread",
+            pages.thread_form,
+            session=session,
+            form=form,
+            form_error=exc,
+        )
+    session.say("ok", "Thread opened" + (" and your message sent." if first else "."))
+    return _redirect(request, f"/threads/{opened.id}", session)
+
+
+@router.post("/threads/{thread_id}")
+def thread_post(
+    request: Request,
+    thread_id: str,
+    csrf: Csrf = "",
+    body: Text = "",
+    summary: Text = "",
+    kind: Text = "",
+    priority: Text = "",
+) -> Response:
+    """``POST /v1/threads/{id}/messages`` as the operator (who joins the thread)."""
+    session = _form_session(request, csrf)
+    form = {"body": body, "summary": summary, "kind": kind, "priority": priority}
+    try:
+        message = _request(MessageCreate, **_message_fields(body, summary, kind, priority))
+        sent = _write(request, session, messages.send_message, thread_id, message)
+    except InbotsError as exc:
+        return _page(
+            request,
+            "thread.html",
+            "threads",
+            "Thread",
+            pages.thread_view,
+            thread_id,
+            session=session,
+            form=form,
+            form_error=exc,
+        )
+    count = len(sent.deliveries)
+    session.say("ok", f"Message sent to {count} recipient{'s' if count != 1 else ''}.")
+    return _redirect(request, f"/threads/{thread_id}#{sent.message.id}", session)
+
+
+@router.post("/inbox/{delivery_id}/reply")
+def inbox_reply(
+    request: Request,
+    delivery_id: str,
+    csrf: Csrf = "",
+    message_id: Text = "",
+    thread_id: Text = "",
+    body: Text = "",
+    summary: Text = "",
+    kind: Text = "",
+) -> Response:
+    """A reply in the message's thread: ``POST /v1/threads/{id}/messages`` with ``reply_to``."""
+    session = _form_session(request, csrf)
+    form = {"form": "reply", "body": body, "summary": summary, "kind": kind}
+    try:
+        message = _request(
+            MessageCreate,
+            **_message_fields(body, summary, kind, ""),
+            reply_to=_optional(message_id),
+        )
+        _write(request, session, messages.send_message, thread_id, message)
+    except InbotsError as exc:
+        return _page(
+            request,
+            "message.html",
+            "inbox",
+            "Message",
+            pages.inbox_message,
+            delivery_id,
+            stamps=True,
+            session=session,
+            form=form,
+            form_error=exc,
+        )
+    session.say("ok", "Reply sent.")
+    return _redirect(request, f"/inbox/{delivery_id}", session)
+
+
+@router.post("/inbox/{delivery_id}/ack")
+def inbox_ack(
+    request: Request, delivery_id: str, csrf: Csrf = "", outcome: Text = "", note: Text = ""
+) -> Response:
+    """``POST /v1/acks`` for this delivery: done or declined, with an optional note."""
+    session = _form_session(request, csrf)
+    form = {"form": "ack", "outcome": outcome, "note": note}
+    try:
+        ack = _request(
+            AckRequest, ids=[delivery_id], outcome=_optional(outcome), note=_optional(note)
+        )
+        result = _write(request, session, deliveries.acknowledge, ack)
+        if delivery_id in result.not_found:  # the API answers 200 and lists it; a page says so
+            raise not_found("delivery", delivery_id)
+    except InbotsError as exc:
+        return _page(
+            request,
+            "message.html",
+            "inbox",
+            "Message",
+            pages.inbox_message,
+            delivery_id,
+            stamps=True,
+            session=session,
+            form=form,
+            form_error=exc,
+        )
+    if delivery_id in result.already:
+        session.say("ok", "It was already acknowledged; nothing changed.")
+        return _redirect(request, "/inbox", session)
+    said = {"declined": "Declined"}.get(outcome, "Acknowledged")
+    session.say("ok", f"{said}; the sender sees it with your note." if note.strip() else f"{said}.")
+    return _redirect(request, "/inbox", session)
 
 
 # --- exception handlers (installed by inbots.dashboard.install) --------------------------------

@@ -1,5 +1,6 @@
 // Live updates: every few seconds, fetch this same page with X-Partial: 1 and swap <main>.
-// Paused while a form field has focus or the tab is hidden. No dependencies.
+// Paused while a form field has focus or holds unsent input, or the tab is hidden. No
+// dependencies.
 (function () {
   "use strict";
   var main = document.getElementById("main");
@@ -10,9 +11,36 @@
   var inFlight = false;
   var last = null;
 
+  // A field has focus, or a form holds something the operator typed or chose and has not sent
+  // (a refresh would throw it away).
   function busy() {
     var el = document.activeElement;
-    return !!(el && el.matches && el.matches("input, textarea, select"));
+    if (el && el.matches && el.matches("input, textarea, select")) return true;
+    var fields = main.querySelectorAll("form input, form textarea, form select");
+    for (var i = 0; i < fields.length; i++) {
+      var f = fields[i];
+      if (f.type === "hidden") continue;
+      if (f.type === "checkbox" || f.type === "radio") {
+        if (f.checked !== f.defaultChecked) return true;
+      } else if (f.tagName === "SELECT") {
+        for (var j = 0; j < f.options.length; j++) {
+          if (f.options[j].selected !== f.options[j].defaultSelected) return true;
+        }
+      } else if (f.value !== f.defaultValue) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  function countWaiting() {
+    var fresh = document.getElementById("inbox-waiting");
+    var shown = document.getElementById("nav-inbox-count");
+    if (!fresh || !shown) return;
+    var count = fresh.getAttribute("data-count");
+    shown.textContent = count;
+    shown.setAttribute("aria-label", count + " waiting");
+    shown.classList.toggle("nav-count-on", count !== "0");
   }
 
   function mark(ok) {
@@ -47,6 +75,7 @@
         if (html !== last && !busy()) {
           main.innerHTML = html;
           last = html;
+          countWaiting();
           main.dispatchEvent(new CustomEvent("inbots:refreshed"));
         }
       })
