@@ -252,6 +252,18 @@ def _accepted(answers: list[httpx.Response]) -> int:
     return sum(answer.status_code == 201 for answer in answers)
 
 
+def _register(client: httpx.Client, token: str, *names: str) -> dict[str, str]:
+    """Each name registered as an agent by the operator: name -> its API key."""
+    keys = {}
+    for name in names:
+        made = client.post(
+            "/v1/agents", json={"name": name}, headers={"Authorization": f"Bearer {token}"}
+        )
+        assert made.status_code == 201, made.text
+        keys[name] = made.json()["api_key"]
+    return keys
+
+
 def _direct(client: httpx.Client, key: str, to: str, body: str) -> Callable[[], httpx.Response]:
     headers = {"Authorization": f"Bearer {key}"}
     return lambda: client.post("/v1/messages", json={"to": [to], "body": body}, headers=headers)
@@ -271,12 +283,7 @@ def test_caps_hold_with_two_web_processes_and_concurrent_senders(
         ) as url,
         httpx.Client(base_url=url, timeout=60, limits=httpx.Limits(max_connections=64)) as client,
     ):
-        operator = {"Authorization": f"Bearer {token}"}
-        keys = {}
-        for name in ("target", *(f"sender-{n}" for n in range(5))):
-            made = client.post("/v1/agents", json={"name": name}, headers=operator)
-            assert made.status_code == 201, made.text
-            keys[name] = made.json()["api_key"]
+        keys = _register(client, token, "target", *(f"sender-{n}" for n in range(5)))
 
         pair = race([_direct(client, keys["sender-0"], "target", f"pair {n}") for n in range(12)])
         assert _accepted(pair) == 4
@@ -311,12 +318,7 @@ def test_the_rate_limit_holds_with_two_web_processes(
         ) as url,
         httpx.Client(base_url=url, timeout=60, limits=httpx.Limits(max_connections=64)) as client,
     ):
-        operator = {"Authorization": f"Bearer {token}"}
-        keys = {}
-        for name in ("fast", "reader"):
-            made = client.post("/v1/agents", json={"name": name}, headers=operator)
-            assert made.status_code == 201, made.text
-            keys[name] = made.json()["api_key"]
+        keys = _register(client, token, "fast", "reader")
         answers = race([_direct(client, keys["fast"], "reader", f"n{n}") for n in range(16)])
         assert _accepted(answers) == 5
     assert counts(database) == (5, 5, 5)
@@ -340,12 +342,7 @@ def test_the_recipient_cap_is_exact_when_many_senders_start_far_from_it(
         ) as url,
         httpx.Client(base_url=url, timeout=60, limits=httpx.Limits(max_connections=64)) as client,
     ):
-        operator = {"Authorization": f"Bearer {token}"}
-        keys = {}
-        for name in ("target", *(f"sender-{n}" for n in range(30))):
-            made = client.post("/v1/agents", json={"name": name}, headers=operator)
-            assert made.status_code == 201, made.text
-            keys[name] = made.json()["api_key"]
+        keys = _register(client, token, "target", *(f"sender-{n}" for n in range(30)))
         calls = [
             _direct(client, keys[f"sender-{n % 30}"], "target", f"wave {n}")
             for n in range(cap + 60)
