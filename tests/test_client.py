@@ -355,11 +355,12 @@ def test_a_sender_follows_its_mail_outbox_receipts_and_wait_events(
     with ThreadPoolExecutor(1) as pool:
         waiting = pool.submit(lead.wait, 20, events="receipts")
         until_listening(server)
-        acked_at = time.monotonic()
         worker.acknowledge(sent.message.id, "declined", "Not my area")
-        woke = waiting.result(timeout=10)
+        acked_at = time.monotonic()
+        woke = waiting.result(timeout=30)
         elapsed = time.monotonic() - acked_at
-    assert elapsed < 1.0, elapsed
+    # Woken by the decline, not by its 20 s timeout (a loaded machine may take a few seconds).
+    assert elapsed < 5.0, elapsed
     assert woke.items == []
     (receipt,) = woke.receipts
     assert (receipt.message_id, receipt.thread_id, receipt.recipient) == (

@@ -267,7 +267,10 @@ def test_a_killed_workers_slots_come_back_within_the_attempt_timeout(
         f"(lease {LEASE_SECONDS:.1f} s, new worker up after {worker_up - killed_at:.1f} s)"
     )
     for detail in details:
-        assert [a["reason"] for a in detail["attempts"]] == ["ok"], detail
+        # Each is answered once; on a loaded machine an answer may come after the 1.5 s timeout,
+        # and then the retry is the one that lands. Nothing else may go wrong on the way.
+        reasons = [a["reason"] for a in detail["attempts"]]
+        assert reasons[-1] == "ok" and set(reasons[:-1]) <= {"timeout"}, detail
     for detail in lost:
         assert steps(detail) == [
             (1, 1, "publish", "worker_lost", None),
