@@ -695,7 +695,9 @@ def test_a_slow_receivers_backlog_does_not_delay_a_healthy_receiver(
     print(summary)
     assert p90 < 250, f"the slow receiver's backlog delayed the healthy receiver: {summary}"
     assert carried <= 2 * deliveries, f"the broker carried too many jobs: {summary}"
-    assert jobs.get("parked", 0) <= BACKLOG + 2 * slow_done, summary
+    # Each backlog job parks once; a freed slot republishes a few parked deliveries, and those
+    # racing for it may park again. Coming back every half second instead would park thousands.
+    assert jobs.get("parked", 0) <= BACKLOG + 4 * slow_done, summary
     assert most_in_flight <= 4, summary
     assert slow_done >= 8, f"the backlog did not drain meanwhile: {summary}"
     for detail in details:
