@@ -54,6 +54,9 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Port to listen on [INBOTS_PORT].")] = None,
 ) -> None:
     """Run the whole service in one process (the embedded default: SQLite, in-process delivery)."""
+    # A bad setting stops here, before the app's imports (a second of CPU) are paid for.
+    settings = settings_or_exit(host=host, port=port)
+
     import uvicorn
 
     from inbots.api.app import create_app
@@ -62,7 +65,6 @@ def serve(
     from inbots.db.uow import unit_of_work
     from inbots.workspaces.service import ensure_first_workspace
 
-    settings = settings_or_exit(host=host, port=port)
     try:
         upgrade(settings)
     except Exception as exc:
