@@ -353,6 +353,7 @@ def _open_counts(
             Delivery.acknowledged_at.is_(None),
             Delivery.expired_at.is_(None),
             Delivery.thread_closed_at.is_(None),
+            Delivery.rejected_at.is_(None),  # held mail counts; rejected mail never arrives
         )
         .group_by(Delivery.recipient_id)
     ).all()
