@@ -19,6 +19,9 @@ from inbots.kit.clock import utcnow
 from tests.helpers import Api, Caller, assert_error
 from tests.mcp_client import over_http, run
 from tests.receivers import FAST, always, receiver
+from tests.test_cli import assert_one_line_error
+from tests.test_cli import inbots as cli_run
+from tests.test_cli import ok as cli_ok
 
 HOLD_TASKS = {"approval": {"kinds": ["task"], "priorities": [], "senders": []}}
 
@@ -377,3 +380,33 @@ def test_held_mail_counts_toward_the_pair_cap_and_rejected_mail_stops(api: Api) 
     )
     api.ok("POST", f"/approvals/{sent['message']['id']}/reject")
     assert alice.send(thread, "after the rejection")["held"] is False
+
+
+# The CLI (the real console script against the server; SQLite: it is an HTTP client).
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_cli_pending_approve_and_reject(api: Api) -> None:
+    alice, bob, thread, first = held_send(api)
+    second = alice.send(thread, "Drop the table", kind="task", summary="Drop it")
+    listed = cli_ok(api, "pending", "--output", "tsv").stdout.splitlines()
+    header, *rows = [line.split("\t") for line in listed]
+    assert [row[header.index("message_id")] for row in rows] == [
+        first["message"]["id"],
+        second["message"]["id"],
+    ]
+    table = cli_ok(api, "pending", "--output", "table").stdout
+    assert "Deploy it" in table and "alice" in table
+    approved = cli_ok(api, "approve", first["message"]["id"]).stdout
+    assert f"Approved {first['message']['id']}" in approved
+    assert [i["message_id"] for i in bob.inbox()["items"]] == [first["message"]["id"]]
+    rejected = cli_run(
+        api, "reject", second["message"]["id"], "--reason", "Not today", "--output", "json"
+    ).json()
+    assert rejected["state"] == "rejected" and rejected["reason"] == "Not today"
+    assert cli_run(api, "pending", "--output", "json").json()["items"] == []
+    assert "nothing waits for approval" in cli_ok(api, "pending", "--output", "table").stdout
+    again = cli_run(api, "approve", first["message"]["id"])
+    assert_one_line_error(again, 1, "not_held")
+    missing = cli_run(api, "reject", "msg_nope")
+    assert_one_line_error(missing, 1, "not_found")
