@@ -244,6 +244,10 @@ def test_a_webhook_gets_nothing_while_held_and_the_notification_after_approval(
         assert len(hook.requests) == 1, "nothing is sent for held mail"
         delivery_id = sent["deliveries"][0]["id"]
         assert api.delivery(delivery_id)["publish_count"] == 0
+        # A redeliver is refused: the sweep would otherwise republish it until it failed.
+        error = assert_error(api.post(f"/deliveries/{delivery_id}/redeliver"), 409, "conflict")
+        assert "approve" in error["message"]
+        assert api.delivery(delivery_id)["publish_count"] == 0
         api.ok("POST", f"/approvals/{sent['message']['id']}/approve")
         second = hook.wait_for(2)[1]
     payload = standardwebhooks.Webhook(secret).verify(second.body, second.headers)
@@ -294,8 +298,12 @@ def test_a_rejection_is_never_shown_and_the_sender_is_told(api: Api) -> None:
         ("alice", "operator", message_id, "Too destructive")
     ]
     assert api.ok("GET", "/approvals")["items"] == []
-    # An operator's redeliver of the rejected delivery sends nothing either.
-    assert api.delivery(sent["deliveries"][0]["id"])["state"] == "rejected"
+    # The operator cannot redeliver it either (bob's webhook receives message.created).
+    delivery_id = sent["deliveries"][0]["id"]
+    error = assert_error(api.post(f"/deliveries/{delivery_id}/redeliver"), 409, "conflict")
+    assert "rejected" in error["message"]
+    detail = api.delivery(delivery_id)
+    assert detail["state"] == "rejected" and detail["publish_count"] == 0
 
 
 def test_reject_without_a_reason_and_with_a_bad_body(api: Api) -> None:

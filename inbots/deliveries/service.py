@@ -30,7 +30,7 @@ from inbots.deliveries.schemas import (
 )
 from inbots.deliveries.stamps import stamp
 from inbots.deliveries.state import STATES, state_filter, state_of
-from inbots.errors import AlreadyAcknowledged, Invalid, not_found
+from inbots.errors import AlreadyAcknowledged, Conflict, Invalid, not_found
 from inbots.events import service as events
 from inbots.kit.clock import parse_rfc3339, utcnow
 from inbots.kit.ids import kind_of
@@ -587,6 +587,18 @@ def redeliver(uow: UnitOfWork, caller: Caller, delivery_id: str) -> DeliveryRead
     ).first()
     if delivery is None:
         raise not_found("delivery", delivery_id)
+    if delivery.held_at is not None and delivery.approved_at is None:
+        # A publish would only be skipped, and the sweep would republish it until it failed.
+        what = "was rejected" if delivery.rejected_at else "is held for your approval"
+        raise Conflict(
+            f"Delivery {delivery_id!r} {what}: there is nothing to notify. "
+            + (
+                "Its message never reaches its recipient."
+                if delivery.rejected_at
+                else f"Approve its message (POST /v1/approvals/{delivery.message_id}/approve) "
+                "and it is notified as a new send is."
+            )
+        )
     recipient = uow.session.get_one(Agent, delivery.recipient_id)
     publish_again(uow, delivery, recipient, subscriptions.MESSAGE_CREATED)
     return to_read(delivery, recipient.username)
