@@ -16,7 +16,7 @@ from inbots.db.engine import Database
 from inbots.deliveries.renotify import sweep
 from inbots.dispatch.jobs import Job
 from inbots.kit.clock import utcnow
-from tests.helpers import Api, Caller, assert_error
+from tests.helpers import Api, Caller, assert_error, metric_samples, sample
 from tests.mcp_client import over_http, run
 from tests.receivers import FAST, always, receiver
 from tests.test_cli import assert_one_line_error
@@ -418,3 +418,14 @@ def test_cli_pending_approve_and_reject(api: Api) -> None:
     assert_one_line_error(again, 1, "not_held")
     missing = cli_run(api, "reject", "msg_nope")
     assert_one_line_error(missing, 1, "not_found")
+
+
+def test_the_pending_gauge_counts_held_messages(api: Api) -> None:
+    def pending() -> float:
+        return sample(metric_samples(api.client.get("/metrics").text), "inbots_approvals_pending")
+
+    before = pending()
+    _, _, _, sent = held_send(api)
+    assert pending() == before + 1
+    api.ok("POST", f"/approvals/{sent['message']['id']}/approve")
+    assert pending() == before
