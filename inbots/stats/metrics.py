@@ -4,7 +4,8 @@ asks, so every web process reports the same truth.
 From the database (:class:`DatabaseCollector`): deliveries by derived state, the oldest stalled
 and not-yet-notified ages, agents, the messages waiting for approval, and when the renotify
 sweep last ran (its heartbeat, written by whichever process ran it); from the broker
-(:class:`BrokerCollector`): whether it answers and its queue depths. Each source is read on its own, so one that is down still lets the other report.
+(:class:`BrokerCollector`): whether it answers and its queue depths. Each source is read on its
+own, so one that is down still lets the other report.
 The event counters come from :mod:`inbots.observability.metrics`.
 """
 
