@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import standardwebhooks
 
+from inbots.client import Client, Conflict, NotFound
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.deliveries.renotify import sweep
@@ -429,3 +430,24 @@ def test_the_pending_gauge_counts_held_messages(api: Api) -> None:
     assert pending() == before + 1
     api.ok("POST", f"/approvals/{sent['message']['id']}/approve")
     assert pending() == before
+
+
+def test_the_python_client_sees_held_and_decides(api: Api) -> None:
+    api.ok("PUT", "/policy", json=HOLD_TASKS)
+    alice = api.agent("alice")
+    api.agent("bob")
+    thread = alice.open_thread("Client", ["bob"])["id"]
+    with Client(api.base_url, alice.token) as agent, Client(api.base_url, api.token) as op:
+        sent = agent.send(thread, "Ship it", kind="task")
+        plain = agent.send(thread, "Just news")
+        assert sent.held is True and plain.held is False
+        (waiting,) = op.approvals()
+        assert waiting.message_id == sent.message.id and waiting.sender == "alice"
+        decided = op.reject(sent.message.id, "No")
+        assert decided.state == "rejected" and decided.reason == "No"
+        with pytest.raises(Conflict) as raised:
+            op.approve(sent.message.id)
+        assert raised.value.code == "not_held"
+        with pytest.raises(NotFound):
+            op.approve("msg_nope")
+        assert op.approvals() == []

@@ -341,3 +341,24 @@ class Limits(Model):
     agent_keys_max: int | None = None
     key_label_max: int | None = None
     session_label_max: int | None = None
+
+
+# The approval gate (Inbots 1.1, operator)
+
+
+class Approval(Model):
+    """A held message waiting for the operator (``GET /v1/approvals``); after a decision
+    (``approve``, ``reject``) also ``state`` (``approved`` or ``rejected``), ``approved_at``,
+    ``rejected_at`` and ``reason``."""
+
+    message_id: str
+    thread_id: str
+    sender: str
+    kind: str
+    priority: str
+    summary: str
+    held_at: Timestamp
+    state: str | None = None
+    approved_at: Timestamp | None = None
+    rejected_at: Timestamp | None = None
+    reason: str | None = None
