@@ -17,7 +17,8 @@
     │   ├── ThreadNotOpen           409 thread_not_open
     │   ├── NoRecipients            409 no_recipients
     │   ├── AlreadyAcknowledged     409 already_acknowledged (a working heartbeat after the ack)
-    │   └── IdempotencyKeyReused    409 idempotency_key_reused
+    │   ├── IdempotencyKeyReused    409 idempotency_key_reused
+    │   └── NotHeld                 409 not_held (approving or rejecting a message not held)
     ├── PayloadTooLarge             413 payload_too_large
     ├── Expired                     410 expired (a delivery whose message's ttl passed)
     ├── RateLimited                 429 rate_limited (with retry_after)
@@ -115,6 +116,10 @@ class IdempotencyKeyReused(Conflict):
     code = "idempotency_key_reused"
 
 
+class NotHeld(Conflict):
+    code = "not_held"
+
+
 class PayloadTooLarge(InbotsError):
     code = "payload_too_large"
     status = 413
@@ -153,6 +158,7 @@ _WHERE = {
     "thread": ("th_…", "GET /v1/threads, or the list_threads tool"),
     "message": ("msg_… (or your delivery id, dlv_…)", "GET /v1/inbox, or check_inbox"),
     "delivery": ("dlv_…", "GET /v1/inbox (an agent's own), or GET /v1/deliveries (the operator)"),
+    "held message": ("msg_…", "GET /v1/approvals (or inbots pending)"),
     "agent": (
         "ag_… or a username",
         "GET /v1/directory, or the list_agents tool (the operator: GET /v1/agents)",

@@ -895,3 +895,77 @@ def test_typed_text_survives_the_live_refresh(signed_in: Dashboard, api: Api) ->
     fill(signed_in, {"body": ""})  # nothing unsent any more: the page catches up by itself
     signed_in.find("#thread-title").click()
     signed_in.wait(lambda: "arrived meanwhile" in signed_in.find("main").text, 12, "the refresh")
+
+
+# The approval queue (the approval gate's held messages).
+
+APPROVAL_POLICY = {"approval": {"kinds": ["task"], "priorities": [], "senders": []}}
+
+
+def test_the_queue_approves_and_rejects_held_messages(signed_in: Dashboard, api: Api) -> None:
+    api.ok("PUT", "/policy", json=APPROVAL_POLICY)
+    lead = api.agent("lead")
+    worker = api.agent("worker")
+    thread = lead.open_thread("Ops", ["worker"])["id"]
+    first = lead.send(thread, "Restart the cluster", kind="task", summary="Restart it")
+    second = lead.send(thread, "Wipe the cache", kind="task", summary="Wipe it")
+    first_id, second_id = first["message"]["id"], second["message"]["id"]
+
+    signed_in.go("/")
+    assert signed_in.wait_for("#nav-approvals-count").text == "2"
+    signed_in.find("#nav-approvals").click()
+    rows = signed_in.wait(lambda: signed_in.find_all("#approvals tbody tr"), what="the queue")
+    assert [r.get_attribute("data-message") for r in rows] == [first_id, second_id]
+    assert "lead" in rows[0].text and "Restart it" in rows[0].text
+    assert "task" in signed_in.find("#approval-policy").text
+    signed_in.shot("approvals")
+
+    signed_in.find(f'tr[data-message="{first_id}"] button.approve').click()
+    assert signed_in.flash().startswith(f"Approved {first_id}")
+    assert signed_in.path() == "/approvals"
+    assert [i["message_id"] for i in worker.inbox()["items"]] == [first_id]
+    assert signed_in.find("#nav-approvals-count").text == "1"
+
+    row = signed_in.wait_for(f'tr[data-message="{second_id}"]')
+    row.find_element(By.CSS_SELECTOR, "input.reason").send_keys("Not during business hours")
+    row.find_element(By.CSS_SELECTOR, "button.reject").click()
+    assert signed_in.flash().startswith(f"Rejected {second_id}")
+    assert "Nothing waits" in signed_in.wait_for("#approvals-empty").text
+    assert signed_in.find("#nav-approvals-count").text == "0"
+    receipt = lead.ok("GET", f"/messages/{second_id}")["receipts"][0]
+    assert receipt["state"] == "rejected"
+    assert receipt["rejection_reason"] == "Not during business hours"
+    assert [i["message_id"] for i in worker.inbox()["items"]] == [first_id]
+
+
+def test_queue_actions_refuse_a_missing_or_wrong_csrf_token_and_a_foreign_origin(
+    signed_in: Dashboard, api: Api
+) -> None:
+    api.ok("PUT", "/policy", json=APPROVAL_POLICY)
+    lead = api.agent("lead")
+    api.agent("worker")
+    thread = lead.open_thread("Guarded", ["worker"])["id"]
+    held = lead.send(thread, "Held", kind="task")["message"]["id"]
+    cookies = {"inbots_session": signed_in.session_cookie()["value"]}
+    with httpx.Client(cookies=cookies, follow_redirects=False) as client:
+        csrf = form_of(client, api.base_url + "/approvals")
+        for action in ("approve", "reject"):
+            url = f"{api.base_url}/approvals/{held}/{action}"
+            assert client.post(url, data={}).status_code == 403
+            assert client.post(url, data={"csrf": "wrong"}).status_code == 403
+            foreign = client.post(
+                url, data={"csrf": csrf}, headers={"Origin": "http://evil.example"}
+            )
+            assert foreign.status_code == 403
+        assert [i["message_id"] for i in api.ok("GET", "/approvals")["items"]] == [held]
+        # A reason the database cannot hold is said, and changes nothing.
+        bad = client.post(
+            f"{api.base_url}/approvals/{held}/reject", data={"csrf": csrf, "reason": "a\x00b"}
+        )
+        assert bad.status_code == 303
+        assert [i["message_id"] for i in api.ok("GET", "/approvals")["items"]] == [held]
+        done = client.post(f"{api.base_url}/approvals/{held}/approve", data={"csrf": csrf})
+        assert done.status_code == 303 and done.headers["location"] == "/approvals"
+        assert api.ok("GET", "/approvals")["items"] == []
+        again = client.post(f"{api.base_url}/approvals/{held}/approve", data={"csrf": csrf})
+        assert again.status_code == 303  # said as a flash: not_held

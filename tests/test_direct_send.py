@@ -226,7 +226,10 @@ def test_direct_send_opens_a_thread_and_posts_its_first_message(api: Api) -> Non
     )
     assert response.status_code == 201, response.text
     sent = response.json()
-    assert set(sent) == {"message", "deliveries", "duplicate"} and sent["duplicate"] is False
+    assert (
+        set(sent) == {"message", "deliveries", "duplicate", "held"} and sent["duplicate"] is False
+    )
+    assert sent["held"] is False
     message = sent["message"]
     assert (message["kind"], message["priority"], message["summary"]) == (
         "task",

@@ -1,7 +1,8 @@
 """The derived delivery state: ``state_of`` (Python) and ``state_sql`` / ``state_filter`` (SQL)
 against a hand-written reference of the spec's rule.
 
-    acknowledged > working > fetched > delivered > failed > stalled > notified > accepted
+    acknowledged > working > fetched > delivered > failed > rejected > expired > held > stalled
+    > notified > accepted
 
 where ``stalled`` counts only while ``stalled_at`` is newer than every progress stamp.
 """
@@ -29,7 +30,9 @@ SPEC_ORDER = (
     "fetched",
     "delivered",
     "failed",
+    "rejected",
     "expired",
+    "held",
     "stalled",
     "notified",
     "accepted",
@@ -44,6 +47,13 @@ T3 = T0 + timedelta(minutes=20)
 STAMP_CHOICES = (None, T1, T2)
 STALL_CHOICES = (None, T0, T1, T1_PLUS, T2, T3)  # equal to, older and newer than the others
 EXPIRY_CHOICES = (None, T2)
+# The approval gate: never held, held, held then approved, held then rejected.
+GATE_CHOICES: tuple[dict[str, Any], ...] = (
+    {"held_at": None, "approved_at": None, "rejected_at": None},
+    {"held_at": T0, "approved_at": None, "rejected_at": None},
+    {"held_at": T0, "approved_at": T1, "rejected_at": None},
+    {"held_at": T0, "approved_at": None, "rejected_at": T1},
+)
 OPTIONAL = (
     "notified_at",
     "delivered_at",
@@ -66,8 +76,12 @@ def reference_state(d: Any) -> str:
         return "delivered"
     if d.failed_at is not None:
         return "failed"
+    if d.rejected_at is not None:
+        return "rejected"
     if d.expired_at is not None:
         return "expired"
+    if d.held_at is not None and d.approved_at is None:
+        return "held"
     if d.stalled_at is not None:
         progress = [
             d.accepted_at,
@@ -87,10 +101,18 @@ def reference_state(d: Any) -> str:
 def combinations() -> list[dict[str, Any]]:
     combos = []
     for values in itertools.product(STAMP_CHOICES, repeat=len(OPTIONAL)):
-        for stalled, expired in itertools.product(STALL_CHOICES, EXPIRY_CHOICES):
+        for stalled, expired, gate in itertools.product(
+            STALL_CHOICES, EXPIRY_CHOICES, GATE_CHOICES
+        ):
             stamps = dict(zip(OPTIONAL, values, strict=True))
             combos.append(
-                {"accepted_at": T0, **stamps, "stalled_at": stalled, "expired_at": expired}
+                {
+                    "accepted_at": T0,
+                    **stamps,
+                    "stalled_at": stalled,
+                    "expired_at": expired,
+                    **gate,
+                }
             )
     return combos
 
@@ -105,7 +127,7 @@ def test_states_are_the_spec_states_in_spec_order() -> None:
 def test_the_combinations_reach_every_state() -> None:
     reached = Counter(reference_state(SimpleNamespace(**c)) for c in COMBOS)
     assert set(reached) == set(SPEC_ORDER)
-    assert len(COMBOS) == 3**6 * 6 * 2
+    assert len(COMBOS) == 3**6 * 6 * 2 * 4
 
 
 def test_state_of_matches_the_reference_for_every_combination_of_stamps() -> None:
@@ -120,7 +142,9 @@ def test_state_of_matches_the_reference_for_every_combination_of_stamps() -> Non
 
 def test_state_of_spot_checks() -> None:
     def state(**stamps: Any) -> str:
-        base: dict[str, Any] = {name: None for name in (*OPTIONAL, "stalled_at", "expired_at")}
+        base: dict[str, Any] = {
+            name: None for name in (*OPTIONAL, "stalled_at", "expired_at", *GATE_CHOICES[0])
+        }
         return state_of(SimpleNamespace(**{**base, "accepted_at": T0, **stamps}))
 
     assert state() == "accepted"
@@ -142,6 +166,13 @@ def test_state_of_spot_checks() -> None:
     assert state(expired_at=T2, stalled_at=T3) == "expired"
     assert state(expired_at=T2, failed_at=T1) == "failed"
     assert state(expired_at=T2, delivered_at=T1) == "delivered"
+    assert state(held_at=T0) == "held"
+    assert state(held_at=T0, stalled_at=T3) == "held"  # the sweep never stamps it; if it did
+    assert state(held_at=T0, approved_at=T1) == "accepted"
+    assert state(held_at=T0, approved_at=T1, notified_at=T2) == "notified"
+    assert state(held_at=T0, rejected_at=T1) == "rejected"
+    assert state(held_at=T0, rejected_at=T1, expired_at=T2) == "rejected"
+    assert state(held_at=T0, expired_at=T2) == "expired"
 
 
 def _insert_combinations(api: Api, database: Database) -> dict[str, str]:

@@ -93,6 +93,7 @@ def unread_counts(uow: UnitOfWork, agent_ids: Iterable[str]) -> dict[str, int]:
         .where(
             Delivery.recipient_id.in_(ids),
             Delivery.acknowledged_at.is_(None),
+            Delivery.released(),  # held for approval: not theirs yet
             Thread.status != CLOSED,
         )
         .group_by(Delivery.recipient_id)

@@ -14,6 +14,7 @@ from inbots.api import errors
 from inbots.api.limits import BodyLimit, HeadLimits
 from inbots.api.routes import (
     agents,
+    approvals,
     deliveries,
     enrollments,
     events,
@@ -84,6 +85,7 @@ def create_app(
         stats,
         limits,
         tokens,
+        approvals,
     ):
         v1.include_router(module.router)
     app.include_router(v1)

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from inbots.cli.render import Json, Prose, ago, cell, fields, mask, plain, seconds, table, when
 
-ROW_STYLES = {"stalled": "yellow", "failed": "bold red"}
+ROW_STYLES = {"stalled": "yellow", "failed": "bold red", "held": "magenta", "rejected": "red"}
 STATE_STYLES = {**ROW_STYLES, "acknowledged": "green", "accepted": "dim"}
 # The stamps of a receipt, in the order a delivery moves.
 STAMPS = (
@@ -239,6 +239,37 @@ def acked(result: Json) -> Text:
 
 
 # ---------------------------------------------------------------------------------------------
+# the approval gate
+
+
+def approvals_table(items: list[Json]) -> Table:
+    grid = table(["message", "from", "kind", "thread", "held", "summary"])
+    for i in items:
+        grid.add_row(
+            i["message_id"],
+            i["sender"],
+            i["kind"],
+            i["thread_id"],
+            ago(i["held_at"]),
+            cell(("URGENT " if i["priority"] == "urgent" else "") + (i["summary"] or "")),
+            style="bold" if i["priority"] == "urgent" else None,
+        )
+    if not items:
+        grid.caption = "nothing waits for approval"
+    return grid
+
+
+def decided(d: Json) -> Text:
+    if d["state"] == "approved":
+        return Text(f"Approved {d['message_id']} from {d['sender']}: its recipients have it now.")
+    reason = f" ({d['reason']})" if d.get("reason") else ""
+    return Text(
+        f"Rejected {d['message_id']} from {d['sender']}{reason}: it never reaches its "
+        "recipients, and its sender is told."
+    )
+
+
+# ---------------------------------------------------------------------------------------------
 # deliveries
 
 
@@ -268,6 +299,13 @@ def delivery_view(d: Json) -> Group:
             ("thread", d["thread_id"]),
             ("message", d["message_id"]),
             *((stamp, when(d.get(f"{stamp}_at"))) for stamp in STAMPS),
+            # The approval gate's stamps, only on deliveries of a held message.
+            *(
+                (stamp, when(d[f"{stamp}_at"]))
+                for stamp in ("held", "approved", "rejected")
+                if d.get(f"{stamp}_at")
+            ),
+            *((("rejection reason", d["rejection_reason"]),) if d.get("rejection_reason") else ()),
             ("failure reason", d["failure_reason"]),
             ("publishes", d["publish_count"]),
             ("next attempt", when(d["next_attempt_at"])),

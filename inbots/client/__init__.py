@@ -36,6 +36,7 @@ from inbots.client._errors import (
 from inbots.client._models import (
     AckResult,
     Agent,
+    Approval,
     Attempt,
     Brief,
     Delivery,
@@ -62,6 +63,7 @@ from inbots.webhooks import VerificationError, verify
 __all__ = [
     "AckResult",
     "Agent",
+    "Approval",
     "AsyncClient",
     "Attempt",
     "AuthError",

@@ -15,6 +15,7 @@ from inbots.client._feed import Feed
 from inbots.client._models import (
     AckResult,
     Agent,
+    Approval,
     Brief,
     Delivery,
     DirectoryEntry,
@@ -442,3 +443,18 @@ class AsyncClient:
     async def close_thread(self, thread_id: str) -> Thread:
         """Operator: close a thread (confirming a request, or outright)."""
         return await self._send(_calls.close_thread(thread_id))
+
+    async def approvals(self) -> list[Approval]:
+        """Operator: the held messages waiting for a decision, oldest first (the approval
+        gate)."""
+        return await self._send(_calls.approvals())
+
+    async def approve(self, message_id: str) -> Approval:
+        """Operator: approve a held message; its recipients get it now. ``Conflict``
+        (``not_held``) when it is not waiting."""
+        return await self._send(_calls.approve(message_id))
+
+    async def reject(self, message_id: str, reason: str | None = None) -> Approval:
+        """Operator: reject a held message; it never reaches its recipients and its sender is
+        told. ``Conflict`` (``not_held``) when it is not waiting."""
+        return await self._send(_calls.reject(message_id, reason))

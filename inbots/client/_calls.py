@@ -19,6 +19,7 @@ from inbots.client._base import (
 from inbots.client._models import (
     AckResult,
     Agent,
+    Approval,
     Brief,
     Delivery,
     DirectoryEntry,
@@ -267,3 +268,17 @@ def delivery(delivery_id: str) -> Call[Delivery]:
 def close_thread(thread_id: str) -> Call[Thread]:
     path = f"/threads/{segment(thread_id, 'thread')}/close"
     return Call("POST", path, Thread.model_validate)
+
+
+def approvals() -> Call[list[Approval]]:
+    return Call("GET", "/approvals", lambda d: Page[Approval].model_validate(d).items)
+
+
+def approve(message_id: str) -> Call[Approval]:
+    path = f"/approvals/{segment(message_id, 'held message')}/approve"
+    return Call("POST", path, Approval.model_validate)
+
+
+def reject(message_id: str, reason: str | None) -> Call[Approval]:
+    path = f"/approvals/{segment(message_id, 'held message')}/reject"
+    return Call("POST", path, Approval.model_validate, json=body(reason=reason))

@@ -134,6 +134,10 @@ class Delivery(Model):
     next_attempt_at: Timestamp | None = None
     outcome: str | None = None
     note: str | None = None
+    held_at: Timestamp | None = None  # Inbots 1.1: the approval gate held its message
+    approved_at: Timestamp | None = None
+    rejected_at: Timestamp | None = None
+    rejection_reason: str | None = None
     attempts: list[Attempt] | None = None  # the operator's GET /v1/deliveries/{id}
 
 
@@ -153,6 +157,8 @@ class Receipt(Model):
     acknowledged_at: Timestamp | None = None
     outcome: str | None = None
     note: str | None = None
+    rejected_at: Timestamp | None = None  # the operator rejected the message (state rejected)
+    rejection_reason: str | None = None
     event_id: str | None = None
     message_id: str | None = None
     thread_id: str | None = None
@@ -216,6 +222,7 @@ class SendResult(Model):
     message: Message
     deliveries: list[SentDelivery]
     duplicate: bool
+    held: bool = False  # Inbots 1.1: the workspace's approval policy holds it for the operator
 
 
 class ReadResult(Model):
@@ -334,3 +341,24 @@ class Limits(Model):
     agent_keys_max: int | None = None
     key_label_max: int | None = None
     session_label_max: int | None = None
+
+
+# The approval gate (Inbots 1.1, operator)
+
+
+class Approval(Model):
+    """A held message waiting for the operator (``GET /v1/approvals``); after a decision
+    (``approve``, ``reject``) also ``state`` (``approved`` or ``rejected``), ``approved_at``,
+    ``rejected_at`` and ``reason``."""
+
+    message_id: str
+    thread_id: str
+    sender: str
+    kind: str
+    priority: str
+    summary: str
+    held_at: Timestamp
+    state: str | None = None
+    approved_at: Timestamp | None = None
+    rejected_at: Timestamp | None = None
+    reason: str | None = None

@@ -8,6 +8,7 @@ from typing import Any
 
 from inbots.agents import service as agents
 from inbots.agents.schemas import AgentRead
+from inbots.approvals import service as approvals
 from inbots.auth.service import Caller
 from inbots.dashboard import queries
 from inbots.db.uow import UnitOfWork
@@ -172,4 +173,13 @@ def inbox_message(uow: UnitOfWork, caller: Caller, delivery_id: str) -> dict[str
         "read": read,
         "thread": thread,
         **MESSAGE_OPTIONS,
+    }
+
+
+def approvals_page(uow: UnitOfWork, caller: Caller) -> dict[str, Any]:
+    """The approval queue: the held messages waiting for the operator, oldest first, each with
+    Approve and Reject (``GET /v1/approvals``), and the policy that holds them."""
+    return {
+        "approvals": approvals.list_pending(uow, caller).items,
+        "policy": approvals.get_policy(uow, caller).approval,
     }

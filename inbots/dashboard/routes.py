@@ -26,6 +26,8 @@ from inbots import __version__
 from inbots.agents import service as agents_service
 from inbots.agents.schemas import AgentCreate
 from inbots.api.errors import envelope
+from inbots.approvals import service as approvals
+from inbots.approvals.schemas import RejectRequest
 from inbots.auth import sessions as auth_sessions
 from inbots.auth.service import Caller
 from inbots.auth.throttle import SCOPE_ADDRESS, Held
@@ -111,6 +113,7 @@ def _render(
     context.setdefault("form", {})
     context.setdefault("form_error", None)
     context.setdefault("inbox_waiting", None)
+    context.setdefault("approvals_pending", None)
     html = environment.get_template(template).render(
         partial=partial,
         csrf=session.csrf,
@@ -158,6 +161,7 @@ def _as_operator(
 def _with_nav(uow: UnitOfWork, caller: Caller, data: dict[str, Any]) -> dict[str, Any]:
     """A page's data plus what the top bar shows: the operator's waiting mail."""
     data.setdefault("inbox_waiting", deliveries.waiting_count(uow, caller))
+    data.setdefault("approvals_pending", approvals.pending_count(uow, caller))
     return data
 
 
@@ -476,6 +480,13 @@ def inbox_message(request: Request, delivery_id: str) -> Response:
     )
 
 
+@router.get("/approvals")
+def approval_queue(request: Request) -> Response:
+    """The held messages waiting for the operator (``GET /v1/approvals``), with Approve and
+    Reject."""
+    return _page(request, "approvals.html", "approvals", "Approvals", pages.approvals_page)
+
+
 @router.get("/threads/new")
 def thread_new(request: Request) -> Response:
     """The form opening a thread as the operator."""
@@ -534,6 +545,47 @@ def dismiss_close(request: Request, thread_id: str, csrf: Csrf = "", next: Next 
         threads.dismiss_close,
         thread_id,
         success="Close request dismissed; the thread is open again.",
+    )
+
+
+@router.post("/approvals/{message_id}/approve")
+def approval_approve(
+    request: Request, message_id: str, csrf: Csrf = "", next: Next = "/approvals"
+) -> Response:
+    """``POST /v1/approvals/{id}/approve``: its recipients get it now."""
+    return _act(
+        request,
+        csrf,
+        next,
+        approvals.approve,
+        message_id,
+        success=f"Approved {message_id}: its recipients have it now.",
+    )
+
+
+@router.post("/approvals/{message_id}/reject")
+def approval_reject(
+    request: Request,
+    message_id: str,
+    csrf: Csrf = "",
+    next: Next = "/approvals",
+    reason: Text = "",
+) -> Response:
+    """``POST /v1/approvals/{id}/reject`` with the reason typed (optional)."""
+    try:
+        rejection = _request(RejectRequest, reason=_optional(reason))
+    except InbotsError as exc:  # a reason that cannot be stored: said, nothing changed
+        session = _form_session(request, csrf)
+        session.say("error", exc.message)
+        return _redirect(request, local_path(next), session)
+    return _act(
+        request,
+        csrf,
+        next,
+        approvals.reject,
+        message_id,
+        rejection,
+        success=f"Rejected {message_id}: it never reaches its recipients; its sender is told.",
     )
 
 

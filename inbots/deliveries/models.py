@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Index, Integer, String, Text, text
+from sqlalchemy import ColumnElement, ForeignKey, Index, Integer, String, Text, or_, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from inbots.db.base import Base, UTCDateTime
@@ -13,12 +13,21 @@ _REPUBLISH = (
 )
 # Counted by the caps: a recipient's deliveries still owed an acknowledgement, not expired, in a
 # thread that is not closed (mail in a closed thread leaves the inbox and cannot be acknowledged).
-OPEN_FOR_CAPS = "acknowledged_at IS NULL AND expired_at IS NULL AND thread_closed_at IS NULL"
+# Held deliveries count (they are mail owed to the recipient, waiting for the operator); rejected
+# ones do not (they will never reach it).
+OPEN_FOR_CAPS = (
+    "acknowledged_at IS NULL AND expired_at IS NULL AND thread_closed_at IS NULL"
+    " AND rejected_at IS NULL"
+)
+# Not held by the approval gate: never held, or held and approved. A held delivery (and a
+# rejected one) is invisible to its recipient, never notified and never stalled.
+RELEASED = "(held_at IS NULL OR approved_at IS NOT NULL)"
 # Waiting for their message's expiry (the sweep stamps expired_at).
 _EXPIRING = "expires_at IS NOT NULL AND expired_at IS NULL AND acknowledged_at IS NULL"
 _STALL = (
     "acknowledged_at IS NULL AND failed_at IS NULL"
     " AND (stalled_at IS NULL OR stalled_at < moved_at) AND thread_closed_at IS NULL"
+    f" AND {RELEASED}"
 )
 
 
@@ -158,6 +167,19 @@ class Delivery(Base):
 
     outcome: Mapped[str | None] = mapped_column(String(16))
     note: Mapped[str | None] = mapped_column(String(1000))
+
+    # The approval gate (inbots.approvals): held when sent (its message matched the workspace's
+    # policy), then approved (from then on it flows as a delivery sent at that moment) or
+    # rejected with the operator's reason (it never reaches the recipient).
+    held_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    approved_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    rejected_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    rejection_reason: Mapped[str | None] = mapped_column(String(1000))
+
+    @classmethod
+    def released(cls) -> ColumnElement[bool]:
+        """SQL: not held by the approval gate (never held, or approved); see ``RELEASED``."""
+        return or_(cls.held_at.is_(None), cls.approved_at.is_not(None))
 
 
 class DeliveryAttempt(Base):

@@ -91,6 +91,8 @@ def _load_delivery(session: Session, row_id: str, trigger: str) -> Loaded | None
     skip = None
     if thread_status == CLOSED:
         skip = "thread closed"
+    elif delivery.held_at is not None and delivery.approved_at is None:
+        skip = "held for approval"  # held or rejected: approve publishes it, nothing else does
     elif delivery.expired_at is not None or (
         delivery.expires_at is not None and delivery.expires_at <= utcnow()
     ):
@@ -161,6 +163,20 @@ def _load_event(session: Session, row_id: str, trigger: str) -> Loaded | None:
                     outcome=event.outcome,
                     note=event.note,
                     acknowledged_at=event.created_at,
+                    shown=shown,
+                )
+            )
+        if event.type == subscriptions.MESSAGE_REJECTED:
+            return payloads.encode(
+                payloads.message_rejected(
+                    event_id=event.id,
+                    message_id=event.message_id or "",
+                    thread_id=event.thread_id,
+                    thread_title=thread_title,
+                    sender=recipient.username,
+                    rejected_by=actor or "",
+                    reason=event.note,
+                    rejected_at=event.created_at,
                     shown=shown,
                 )
             )

@@ -129,6 +129,7 @@ def stall_batch(now: datetime, settings: Settings) -> Select[str]:
             or_(Delivery.stalled_at.is_(None), Delivery.stalled_at < Delivery.moved_at),
             Delivery.thread_closed_at.is_(None),  # stamped in the transaction that closes it
             Delivery.expired_at.is_(None),
+            Delivery.released(),  # held for approval: nothing to stall (ix_deliveries_stall)
             Delivery.moved_at < cutoff,
             or_(Delivery.working_at.is_(None), Delivery.working_at < working_cutoff),
         )

@@ -31,6 +31,11 @@ class DeliveryRead(Model):
     next_attempt_at: Timestamp | None
     outcome: str | None
     note: str | None
+    # The approval gate: present only on deliveries of a held message.
+    held_at: Timestamp | None = Field(default=None, exclude_if=lambda value: value is None)
+    approved_at: Timestamp | None = Field(default=None, exclude_if=lambda value: value is None)
+    rejected_at: Timestamp | None = Field(default=None, exclude_if=lambda value: value is None)
+    rejection_reason: str | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class AttemptRead(Model):
@@ -93,6 +98,9 @@ class Receipt(Model):
     acknowledged_at: Timestamp | None
     outcome: str | None
     note: str | None  # the acknowledgement's note
+    # The approval gate: present only when the operator rejected the message (state rejected).
+    rejected_at: Timestamp | None = Field(default=None, exclude_if=lambda value: value is None)
+    rejection_reason: str | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class ReceiptEvent(Receipt):

@@ -30,7 +30,7 @@ from inbots.deliveries.schemas import (
 )
 from inbots.deliveries.stamps import stamp
 from inbots.deliveries.state import STATES, state_filter, state_of
-from inbots.errors import AlreadyAcknowledged, Invalid, not_found
+from inbots.errors import AlreadyAcknowledged, Conflict, Invalid, not_found
 from inbots.events import service as events
 from inbots.kit.clock import parse_rfc3339, utcnow
 from inbots.kit.ids import kind_of
@@ -64,6 +64,10 @@ def to_read(delivery: Delivery, recipient: str) -> DeliveryRead:
         next_attempt_at=delivery.next_attempt_at,
         outcome=delivery.outcome,
         note=delivery.note,
+        held_at=delivery.held_at,
+        approved_at=delivery.approved_at,
+        rejected_at=delivery.rejected_at,
+        rejection_reason=delivery.rejection_reason,
     )
 
 
@@ -96,6 +100,7 @@ def _open_inbox(caller: Caller) -> list[ColumnElement[bool]]:
         Delivery.recipient_id == caller.agent_id,
         Delivery.acknowledged_at.is_(None),
         Delivery.expired_at.is_(None),
+        Delivery.released(),  # held for approval, or rejected: not the recipient's (yet)
         Thread.status != CLOSED,
     ]
 
@@ -203,6 +208,7 @@ def inbox(
     where += [
         Delivery.recipient_id == caller.agent_id,
         Delivery.expired_at.is_(None),  # expired mail has left the inbox
+        Delivery.released(),  # held for approval, or rejected: not the recipient's (yet)
         Thread.status != CLOSED,
     ]
     if unshown_only:
@@ -312,6 +318,7 @@ def _own_delivery(uow: UnitOfWork, caller: Caller, delivery_id: str) -> Delivery
         .where(
             Delivery.id == delivery_id,
             Delivery.recipient_id == caller.agent_id,
+            Delivery.released(),
             Thread.status != CLOSED,
         )
     ).first()
@@ -363,6 +370,7 @@ def _heartbeat(
         .join(Thread, Thread.id == Delivery.thread_id)
         .where(
             Delivery.recipient_id == caller.agent_id,
+            Delivery.released(),
             Thread.status != CLOSED,
             Delivery.id.in_(by_delivery) | Delivery.message_id.in_(by_message),
         )
@@ -447,6 +455,7 @@ def acknowledge(uow: UnitOfWork, caller: Caller, request: AckRequest) -> AckResu
         .join(Agent, Agent.id == Message.sender_id)
         .where(
             Delivery.recipient_id == caller.agent_id,
+            Delivery.released(),
             Thread.status != CLOSED,
             Delivery.id.in_(by_delivery) | Delivery.message_id.in_(by_message),
         )
@@ -578,6 +587,18 @@ def redeliver(uow: UnitOfWork, caller: Caller, delivery_id: str) -> DeliveryRead
     ).first()
     if delivery is None:
         raise not_found("delivery", delivery_id)
+    if delivery.held_at is not None and delivery.approved_at is None:
+        # A publish would only be skipped, and the sweep would republish it until it failed.
+        what = "was rejected" if delivery.rejected_at else "is held for your approval"
+        raise Conflict(
+            f"Delivery {delivery_id!r} {what}: there is nothing to notify. "
+            + (
+                "Its message never reaches its recipient."
+                if delivery.rejected_at
+                else f"Approve its message (POST /v1/approvals/{delivery.message_id}/approve) "
+                "and it is notified as a new send is."
+            )
+        )
     recipient = uow.session.get_one(Agent, delivery.recipient_id)
     publish_again(uow, delivery, recipient, subscriptions.MESSAGE_CREATED)
     return to_read(delivery, recipient.username)

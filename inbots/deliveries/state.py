@@ -2,14 +2,16 @@
 
 ``RULES`` lists the states in the spec's order, first match wins::
 
-    acknowledged > working > fetched > delivered > failed > expired > stalled > notified > accepted
+    acknowledged > working > fetched > delivered > failed > rejected > expired > held > stalled
+    > notified > accepted
 
 Each rule is data, and two small interpreters read it: :func:`state_of` for a loaded row and
 :func:`state_sql` / :func:`state_filter` for queries. Neither repeats the order or the conditions.
 ``stalled`` holds only while the stall stamp is newer than every progress stamp, so a stalled
 delivery that moves again is no longer stalled. ``working`` (the recipient said it is working on
 it, :func:`inbots.deliveries.service.mark_working`) comes right after ``acknowledged``: it is the
-furthest a delivery gets before it is done.
+furthest a delivery gets before it is done. ``held`` (the approval gate holds its message,
+:mod:`inbots.approvals`) holds only until the operator approves it; ``rejected`` is final.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class Rule:
     state: str
     stamp: str | None  # the stamp that must be set; None for the catch-all
     newer_than: tuple[str, ...] = ()  # ...and be newer than each of these that is set
+    unless: tuple[str, ...] = ()  # ...and each of these must not be set
 
 
 RULES: tuple[Rule, ...] = (
@@ -43,7 +46,9 @@ RULES: tuple[Rule, ...] = (
     Rule("fetched", "fetched_at"),
     Rule("delivered", "delivered_at"),
     Rule("failed", "failed_at"),
+    Rule("rejected", "rejected_at"),
     Rule("expired", "expired_at"),
+    Rule("held", "held_at", unless=("approved_at",)),
     Rule("stalled", "stalled_at", newer_than=PROGRESS_STAMPS),
     Rule("notified", "notified_at"),
     Rule("accepted", None),
@@ -56,6 +61,8 @@ def _holds(rule: Rule, row: Any) -> bool:
         return True
     value: datetime | None = getattr(row, rule.stamp)
     if value is None:
+        return False
+    if any(getattr(row, name) is not None for name in rule.unless):
         return False
     return all((other := getattr(row, name)) is None or value > other for name in rule.newer_than)
 
@@ -76,6 +83,7 @@ def _condition(rule: Rule, entity: Any) -> ColumnElement[bool]:
     for name in rule.newer_than:
         other = getattr(entity, name)
         parts.append(or_(other.is_(None), column > other))
+    parts += [getattr(entity, name).is_(None) for name in rule.unless]
     return and_(*parts)
 
 

@@ -35,7 +35,12 @@ from inbots.kit.ids import new_id
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
 from inbots.threads.models import Participant, Thread
 from inbots.webhooks import subscriptions
-from inbots.webhooks.subscriptions import EVENT_TYPES, MESSAGE_ACKNOWLEDGED, MESSAGE_CREATED
+from inbots.webhooks.subscriptions import (
+    EVENT_TYPES,
+    MESSAGE_ACKNOWLEDGED,
+    MESSAGE_CREATED,
+    MESSAGE_REJECTED,
+)
 
 TYPES = tuple(t for t in EVENT_TYPES if t != MESSAGE_CREATED)  # message.created is a delivery
 
@@ -132,6 +137,39 @@ def record_acknowledged(
         ],
     )
     uow.wake({a.sender_id for a in acknowledged})
+
+
+def record_rejected(
+    uow: UnitOfWork,
+    *,
+    workspace_id: str,
+    message_id: str,
+    thread_id: str,
+    sender: Any,
+    actor_id: str,
+    reason: str | None,
+    now: datetime,
+) -> None:
+    """One ``message.rejected`` event for the sender of a held message the operator rejected
+    (``sender``: its agent row); the reason is the event's note. Made whether or not its webhook
+    receives the type (the operator's events list shows it), pushed only if it does."""
+    _insert(
+        uow,
+        [
+            _row(
+                workspace_id=workspace_id,
+                event_type=MESSAGE_REJECTED,
+                recipient_id=sender.id,
+                actor_id=actor_id,
+                thread_id=thread_id,
+                message_id=message_id,
+                note=reason,
+                push=pushes(sender, MESSAGE_REJECTED),
+                now=now,
+            )
+        ],
+    )
+    uow.wake([sender.id])
 
 
 def record_thread_event(

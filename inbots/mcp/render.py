@@ -131,6 +131,13 @@ def render_sent(r: Json) -> str:
             f"Nothing new was sent: this idempotency_key was already used for this same message, "
             f"{m['id']} in thread {m['thread_id']}, which went to {to}."
         )
+    if r.get("held"):
+        return (
+            f"Held {_urgent(m).lower()}{m['kind']} {m['id']} in thread {m['thread_id']} for the "
+            f"operator's approval (the workspace's approval policy): {to} will get it only if "
+            "the operator approves it. check_sent shows its state (held, then accepted or "
+            "rejected); do not send it again."
+        )
     return (
         f"Sent {_urgent(m).lower()}{m['kind']} {m['id']} to thread {m['thread_id']}; one "
         f"delivery each for {to}."

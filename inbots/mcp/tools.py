@@ -365,7 +365,9 @@ def tool_specs() -> list[ToolSpec]:
                 "reply_to: a message id in the same thread. idempotency_key: if you are unsure "
                 "a send went through, repeat it with the same key and content and you get the "
                 "original back (duplicate: true) instead of a second message. The answer lists "
-                "one delivery per recipient; message.thread_id is the thread it went to."
+                "one delivery per recipient; message.thread_id is the thread it went to. "
+                "held: true means the workspace's approval policy holds it until the operator "
+                "approves it (recipients see nothing until then) or rejects it."
             ),
             arguments=SendMessageArguments,
             result=SendResult,

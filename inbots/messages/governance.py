@@ -2,7 +2,8 @@
 (agents-and-governance.md §3).
 
 - **Caps**: a recipient may hold at most ``cap_per_recipient`` unacknowledged, unexpired
-  deliveries in threads that are not closed (what its inbox holds), and at most
+  deliveries in threads that are not closed (what its inbox holds, plus mail the approval gate
+  holds for it; rejected mail does not count), and at most
   ``cap_per_pair`` of them from one sender. A ledger (``cap_ledger``) holds an upper bound of
   each count without a hot row: one row per recipient and sender, which each send increments
   (one upsert, whatever the number of recipients; only that sender's own sends wait on it),
@@ -353,6 +354,7 @@ def _open_counts(
             Delivery.acknowledged_at.is_(None),
             Delivery.expired_at.is_(None),
             Delivery.thread_closed_at.is_(None),
+            Delivery.rejected_at.is_(None),  # held mail counts; rejected mail never arrives
         )
         .group_by(Delivery.recipient_id)
     ).all()

@@ -2,7 +2,18 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    ColumnElement,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    or_,
+    text,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from inbots.db.base import Base, UTCDateTime
@@ -11,6 +22,7 @@ KINDS = ("task", "question", "update", "decision", "handoff", "ack")
 DEFAULT_KIND = "update"
 NORMAL, URGENT = "normal", "urgent"
 PRIORITIES = (NORMAL, URGENT)
+HELD, APPROVED, REJECTED = "held", "approved", "rejected"  # Message.approval
 
 
 def priority_rank(priority: str) -> int:
@@ -25,6 +37,14 @@ class Message(Base):
         UniqueConstraint("sender_id", "idempotency_key"),
         Index(None, "thread_id", "id"),
         Index(None, "sender_id", "id"),  # the sender's outbox, newest first
+        # The operator's approval queue (GET /v1/approvals), oldest first.
+        Index(
+            "ix_messages_held",
+            "workspace_id",
+            "id",
+            sqlite_where=text("approval = 'held'"),
+            postgresql_where=text("approval = 'held'"),
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
@@ -43,6 +63,15 @@ class Message(Base):
     # ttl_seconds); both null when the message never expires.
     ttl_seconds: Mapped[int | None] = mapped_column(Integer)
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # The approval gate: None (never held), "held", "approved" or "rejected". Its deliveries
+    # carry the stamps; this is what the queue lists and what hides the message from everyone
+    # but its sender and the operator while it is held or rejected.
+    approval: Mapped[str | None] = mapped_column(String(16))
+
+    @classmethod
+    def released(cls) -> ColumnElement[bool]:
+        """SQL: visible to its recipients (never held, or approved)."""
+        return or_(cls.approval.is_(None), cls.approval == APPROVED)
 
 
 class CapLedger(Base):

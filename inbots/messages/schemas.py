@@ -117,6 +117,8 @@ class SendResult(BaseModel):
     message: MessageRead
     deliveries: list[DeliveryBrief]
     duplicate: bool
+    # The workspace's approval policy held it: nobody sees it until the operator approves it.
+    held: bool = False
 
 
 class History(BaseModel):

@@ -9,11 +9,12 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from sqlalchemy import exists, insert, select
+from sqlalchemy import exists, insert, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from inbots.agents import service as agents
 from inbots.agents.models import Agent
+from inbots.approvals import service as approvals
 from inbots.auth.service import Caller
 from inbots.db.uow import UnitOfWork, mostly_reads, reads
 from inbots.deliveries import receipts
@@ -38,7 +39,9 @@ from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
 from inbots.kit.text import shown_summary
 from inbots.messages import governance
 from inbots.messages.models import (
+    APPROVED,
     DEFAULT_KIND,
+    HELD,
     KINDS,
     NORMAL,
     PRIORITIES,
@@ -184,6 +187,7 @@ def _replay(uow: UnitOfWork, original: Message, fingerprint: str) -> SendResult:
         message=to_read(original, sender),
         deliveries=[DeliveryBrief(id=d.id, recipient=name, state=state_of(d)) for d, name in rows],
         duplicate=True,
+        held=original.approval == HELD,
     )
 
 
@@ -371,11 +375,18 @@ def _deliver(
     the caps and the rate limit are checked (a refusal rolls the whole send back, so nothing is
     stored): last, so that the rows they lock are held for as short a time as possible."""
     now = message.created_at
+    # The workspace's approval policy may hold it: its deliveries are then stored held (stamped,
+    # never published, nobody woken) until the operator approves (inbots.approvals).
+    held = approvals.holds(uow, caller, message.kind, message.priority)
+    if held:
+        message.approval = HELD
     # A webhook recipient's delivery is published in the same breath (if its webhook receives
     # message.created): the publish is recorded here (so the renotify sweep sees it if the broker
     # never gets it) and sent after commit.
     pushed = [
-        bool(r.webhook_url) and subscriptions.subscribed(r.webhook_events, MESSAGE_CREATED)
+        not held
+        and bool(r.webhook_url)
+        and subscriptions.subscribed(r.webhook_events, MESSAGE_CREATED)
         for r in recipients
     ]
     rows = [
@@ -392,6 +403,7 @@ def _deliver(
             "moved_at": now,
             "publish_count": 1 if push else 0,
             "last_published_at": now if push else None,
+            "held_at": now if held else None,
         }
         for r, push in zip(recipients, pushed, strict=True)
     ]
@@ -403,15 +415,19 @@ def _deliver(
     recipient_ids = [r.id for r in recipients]
     jobs = [Job(str(row["id"]), 1, "publish") for row in rows if row["publish_count"]]
     uow.after_commit(_accepted(message.id, thread.id, len(rows), len(jobs)))
-    uow.wake(recipient_ids)
-    uow.enqueue(*jobs)
+    if held:
+        approvals.on_held(uow, message, len(rows))
+    else:
+        uow.wake(recipient_ids)
+        uow.enqueue(*jobs)
     return SendResult(
         message=to_read(message, caller.username),
         deliveries=[
-            DeliveryBrief(id=row["id"], recipient=r.username, state="accepted")
+            DeliveryBrief(id=row["id"], recipient=r.username, state="held" if held else "accepted")
             for row, r in zip(rows, recipients, strict=True)
         ],
         duplicate=False,
+        held=held,
     )
 
 
@@ -468,6 +484,8 @@ def history(
     after_id = decode_cursor(cursor) or after_id
     count = clamp_limit(limit, s.list_default, s.list_max)
     stmt = select(Message).where(Message.thread_id == thread.id)
+    if not caller.is_operator:  # held or rejected mail: only its sender sees it
+        stmt = stmt.where(or_(Message.released(), Message.sender_id == caller.agent_id))
     if after_id:
         stmt = stmt.where(Message.id > after_id)
     if after_time:
@@ -514,7 +532,11 @@ def read_message(uow: UnitOfWork, caller: Caller, ident: str) -> MessageWithDeli
         if message_id
         else None
     )
-    if message is None:
+    if message is None or not (
+        caller.is_operator
+        or message.sender_id == caller.agent_id
+        or message.approval in (None, APPROVED)
+    ):  # held or rejected mail: only its sender and the operator see it
         raise not_found("message", ident)
     try:
         threads.visible_thread(uow, caller, message.thread_id)

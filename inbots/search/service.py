@@ -26,6 +26,7 @@ from sqlalchemy import (
     column,
     func,
     literal_column,
+    or_,
     select,
     table,
     text,
@@ -174,6 +175,8 @@ def _visible(
     if not caller.is_operator:
         mine = select(Participant.thread_id).where(Participant.agent_id == caller.agent_id)
         where += [cols.thread_id.in_(mine), Thread.status != CLOSED]
+        # Held or rejected by the approval gate: only its sender finds it.
+        where.append(or_(Message.released(), cols.sender_id == caller.agent_id))
     if sender_id is not None:
         where.append(cols.sender_id == sender_id)
     if f.thread is not None:

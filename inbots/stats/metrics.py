@@ -2,9 +2,10 @@
 asks, so every web process reports the same truth.
 
 From the database (:class:`DatabaseCollector`): deliveries by derived state, the oldest stalled
-and not-yet-notified ages, agents, and when the renotify sweep last ran (its heartbeat, written by
-whichever process ran it); from the broker (:class:`BrokerCollector`): whether it answers and its
-queue depths. Each source is read on its own, so one that is down still lets the other report.
+and not-yet-notified ages, agents, the messages waiting for approval, and when the renotify
+sweep last ran (its heartbeat, written by whichever process ran it); from the broker
+(:class:`BrokerCollector`): whether it answers and its queue depths. Each source is read on its
+own, so one that is down still lets the other report.
 The event counters come from :mod:`inbots.observability.metrics`.
 """
 
@@ -23,7 +24,13 @@ from inbots.dispatch.broker import queue_depths
 from inbots.heartbeats.service import RENOTIFY, last_beat
 from inbots.kit.clock import utcnow
 from inbots.observability.metrics import events
-from inbots.stats.service import agent_counts, delivery_counts, oldest, seconds_since
+from inbots.stats.service import (
+    agent_counts,
+    approvals_pending,
+    delivery_counts,
+    oldest,
+    seconds_since,
+)
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +50,7 @@ class DatabaseCollector(Collector):
             ages = oldest(conn, None)
             agents_now = agent_counts(conn, None, self.settings, now)
             swept = last_beat(conn, RENOTIFY)
+            held = approvals_pending(conn, None)
 
         by_state = GaugeMetricFamily(
             "inbots_deliveries", "Deliveries by derived state.", labels=["state"]
@@ -65,6 +73,11 @@ class DatabaseCollector(Collector):
             "inbots_oldest_unnotified_seconds",
             "Age of the oldest webhook notification still owed (0: none).",
             seconds_since(now, ages.oldest_unnotified) or 0.0,
+        )
+        yield GaugeMetricFamily(
+            "inbots_approvals_pending",
+            "Messages the approval gate holds, waiting for the operator's decision.",
+            held,
         )
         agents = GaugeMetricFamily("inbots_agents", "Agents not archived.", labels=["status"])
         agents.add_metric(["active"], agents_now.active)

@@ -25,6 +25,7 @@ from inbots.deliveries.state import STATES, state_filter, state_sql
 from inbots.dispatch.broker import broker_state
 from inbots.heartbeats.service import RENOTIFY, last_beat
 from inbots.kit.clock import utcnow
+from inbots.messages.models import HELD, Message
 from inbots.stats.schemas import AgentCounts, Stats, ThreadCounts
 from inbots.threads.models import CLOSE_REQUESTED, CLOSED, OPEN, Thread
 
@@ -50,6 +51,16 @@ def delivery_counts(db: Reader, workspace_id: str | None) -> dict[str, int]:
     counts.update({name: int(n) for name, n in rows})
     counts["total"] = sum(counts[s] for s in STATES)
     return counts
+
+
+def approvals_pending(db: Reader, workspace_id: str | None) -> int:
+    """Messages the approval gate holds, waiting for the operator (``ix_messages_held``)."""
+    found = db.execute(
+        select(func.count())
+        .select_from(Message)
+        .where(_in(Message.workspace_id, workspace_id), Message.approval == HELD)
+    ).scalar()
+    return int(found or 0)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from inbots.kit.text import cut
 from inbots.webhooks.subscriptions import (
     MESSAGE_ACKNOWLEDGED,
     MESSAGE_CREATED,
+    MESSAGE_REJECTED,
     THREAD_CLOSE_REQUESTED,
     THREAD_CLOSED,
 )
@@ -87,6 +88,34 @@ def message_acknowledged(
         "note": cut(note, shown) if note else note,
         "acknowledged_at": rfc3339(acknowledged_at),
         "created_at": rfc3339(acknowledged_at),
+    }
+
+
+def message_rejected(
+    *,
+    event_id: str,
+    message_id: str,
+    thread_id: str,
+    thread_title: str,
+    sender: str,
+    rejected_by: str,
+    reason: str | None,
+    rejected_at: datetime,
+    shown: int,
+) -> dict[str, Any]:
+    """The operator (``rejected_by``) rejected a message ``sender`` (the agent this notification is
+    for) sent, which the workspace's approval policy held: it never reaches its recipients."""
+    return {
+        "type": MESSAGE_REJECTED,
+        "event_id": event_id,
+        "message_id": message_id,
+        "thread_id": thread_id,
+        "thread_title": thread_title,
+        "sender": sender,
+        "rejected_by": rejected_by,
+        "reason": cut(reason, shown) if reason else reason,
+        "rejected_at": rfc3339(rejected_at),
+        "created_at": rfc3339(rejected_at),
     }
 
 

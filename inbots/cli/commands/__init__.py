@@ -8,6 +8,7 @@ import typer
 
 from inbots.cli.commands import (
     agents,
+    approvals,
     deliveries,
     enroll,
     events,
@@ -33,5 +34,8 @@ def add_operator_commands(app: typer.Typer) -> None:
     app.command("inbox")(inbox.inbox)
     app.command("reply")(inbox.reply)
     app.command("ack")(inbox.ack)
+    app.command("pending")(approvals.pending)
+    app.command("approve")(approvals.approve)
+    app.command("reject")(approvals.reject)
     app.command("stats")(stats.stats)
     app.command("watch")(watch.watch)

@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from inbots.kit.schema import Model, Request, Timestamp
+
+
+class ApprovalRules(Request):
+    """Which messages are held for the operator: a message matching any non-empty list is held
+    (its kind is in ``kinds``, or its priority in ``priorities``, or its sender in ``senders``).
+    All three empty (the default): nothing is held."""
+
+    kinds: list[str] = Field(
+        default_factory=list,
+        description="Message kinds to hold: task, question, update, decision, handoff, ack.",
+    )
+    priorities: list[str] = Field(
+        default_factory=list, description="Priorities to hold: normal, urgent."
+    )
+    senders: list[str] = Field(
+        default_factory=list,
+        description="Usernames of agents whose every message is held.",
+    )
+
+
+class PolicyUpdate(Request):
+    """``PUT /v1/policy``: the workspace's policy, replaced whole."""
+
+    approval: ApprovalRules = Field(default_factory=ApprovalRules)
+
+
+class ApprovalRulesRead(Model):
+    kinds: list[str]
+    priorities: list[str]
+    senders: list[str]
+
+
+class PolicyRead(Model):
+    """The workspace's policy (``GET`` and ``PUT /v1/policy``); ``updated_at`` is null while it
+    was never set."""
+
+    approval: ApprovalRulesRead
+    updated_at: Timestamp | None
+
+
+class ApprovalItem(Model):
+    """A held message waiting for the operator (``GET /v1/approvals``)."""
+
+    message_id: str
+    thread_id: str
+    sender: str
+    kind: str
+    priority: str
+    summary: str
+    held_at: Timestamp
+
+
+class ApprovalList(BaseModel):
+    items: list[ApprovalItem]
+
+
+class RejectRequest(Request):
+    reason: str | None = Field(
+        default=None,
+        description="Why (told to the sender in its outbox and message.rejected), at most "
+        "{note_max} characters.",
+    )
+
+
+class ApprovalDecision(ApprovalItem):
+    """The operator's decision on a held message: ``state`` approved (its deliveries now flow as
+    if sent at ``approved_at``) or rejected (never shown to its recipients)."""
+
+    state: str
+    approved_at: Timestamp | None
+    rejected_at: Timestamp | None
+    reason: str | None
