@@ -14,6 +14,7 @@ from inbots.api import errors
 from inbots.api.limits import BodyLimit, HeadLimits
 from inbots.api.routes import (
     agents,
+    alerts,
     deliveries,
     enrollments,
     events,
@@ -76,6 +77,7 @@ def create_app(
         keys,
         enrollments,
         webhooks,
+        alerts,
         threads,
         inbox,
         search,
