@@ -25,6 +25,7 @@ from inbots.db.uow import unit_of_work
 from tests.conftest import ServerThread
 from tests.helpers import Api, metric_samples, sample
 from tests.receivers import FAST, Receiver, always, receiver
+from tests.test_cli import assert_one_line_error, inbots, ok
 
 ALERTS = ["delivery.stalled", "delivery.failed", "agent.webhook_failing", "approval.requested"]
 RULES = Path(__file__).resolve().parents[1] / "docs" / "alerts" / "inbots.rules.yml"
@@ -53,10 +54,15 @@ def alert_hook(api: Api, hook: Receiver, events: list[str] | None = None) -> str
 
 
 def alerts_of(
-    hook: Receiver, secret: str, event_type: str, count: int, timeout: float = 10.0
+    hook: Receiver,
+    secret: str,
+    event_type: str,
+    count: int,
+    timeout: float = 10.0,
+    **match: str,
 ) -> list[dict[str, Any]]:
-    """The first ``count`` alerts of ``event_type`` at ``hook``, each verified with ``secret``
-    by the reference ``standardwebhooks`` verifier."""
+    """The first ``count`` alerts of ``event_type`` at ``hook`` (with the fields in ``match``),
+    each verified with ``secret`` by the reference ``standardwebhooks`` verifier."""
     deadline = time.monotonic() + timeout
     while True:
         with hook.lock:
@@ -65,7 +71,7 @@ def alerts_of(
         for request in requests:
             payload = standardwebhooks.Webhook(secret).verify(request.body, request.headers)
             assert request.headers["webhook-id"] == payload["event_id"]
-            if payload["type"] == event_type:
+            if payload["type"] == event_type and all(payload[k] == v for k, v in match.items()):
                 found.append(payload)
         if len(found) >= count:
             return found
@@ -137,6 +143,32 @@ def test_an_agent_key_is_refused_and_bad_input_stores_nothing(api: Api) -> None:
     assert api.call("GET", "/operator/webhook").status_code == 404  # nothing was stored
     rotated = api.call("POST", "/operator/webhook/rotate")
     assert rotated.status_code == 404 and rotated.json()["error"]["code"] == "not_found"
+
+
+def test_the_alerts_commands_set_show_rotate_and_turn_off(api: Api) -> None:
+    url = "http://127.0.0.1:9/alerts"
+    made = ok(api, "alerts", "set", url, "--events", "delivery.failed,approval.requested")
+    secret = api.ok("POST", "/operator/webhook/rotate")["signing_secret"]  # the CLI saw the 1st
+    assert "whsec_" in made.stdout and "not shown again" in made.stdout
+    shown = inbots(api, "alerts", "show", "--json").json()
+    assert shown == {
+        "url": url,
+        "events": ["delivery.failed", "approval.requested"],
+        "signing_secret": None,
+        "previous_secret_expires_at": shown["previous_secret_expires_at"],
+    }
+    human = ok(api, "alerts", "show").stdout
+    assert url in human and "delivery.failed, approval.requested" in human
+    assert "whsec_" not in human
+    rotated = ok(api, "alerts", "rotate").stdout
+    assert "whsec_" in rotated and secret not in rotated
+    assert "off" in ok(api, "alerts", "off").stdout
+    assert api.call("GET", "/operator/webhook").status_code == 404
+    assert_one_line_error(inbots(api, "alerts", "show"), 1, "not_found", "404")
+    assert_one_line_error(inbots(api, "alerts", "set", url, "--events", "nope"), 1, "422")
+    agent = api.agent("nosy")
+    refused = inbots(api, "alerts", "show", INBOTS_OPERATOR_TOKEN=agent.token)
+    assert_one_line_error(refused, 4, "forbidden", "403")  # 4: auth
 
 
 # The alerts.
