@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,11 @@ from sqlalchemy import select
 
 from inbots.agents.models import Agent
 from inbots.alerts.service import approval_requested
+from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
+from inbots.deliveries.retention import purge
+from inbots.kit.clock import utcnow
 from tests.conftest import ServerThread
 from tests.helpers import Api, metric_samples, sample
 from tests.receivers import FAST, Receiver, always, receiver
@@ -359,6 +363,30 @@ def test_approval_requested_reaches_the_alert_webhook_after_the_commit(
     assert len(alert["summary"]) == 120 and alert["summary"].endswith("…")
     listed = api.ok("GET", "/events", params={"type": "approval.requested"})["items"]
     assert [(e["actor"], e["recipient"]) for e in listed] == [("writer", "operator")]
+
+
+def test_alerts_are_purged_by_their_age_with_their_attempts(
+    api: Api, database: Database, settings: Settings
+) -> None:
+    with receiver(always(204)) as hook:
+        secret = alert_hook(api, hook, ["delivery.stalled"])
+        api.agent("idle")
+        sender = api.agent("sender")
+        sender.send(sender.open_thread("Old", ["idle"])["id"], "hi")
+        (alert,) = alerts_of(hook, secret, "delivery.stalled", 1)
+        deadline = time.monotonic() + 5
+        while api.ok("GET", f"/events/{alert['event_id']}")["state"] != "notified":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    # Inside the window nothing goes; past it, the alert and its attempt do (its thread, open,
+    # stays).
+    assert purge(database, settings, days=1).events == 0
+    later = utcnow() + timedelta(days=2)
+    counted = purge(database, settings, days=1, dry_run=True, now=later)
+    assert (counted.events, counted.attempts, counted.threads) == (1, 1, 0)
+    done = purge(database, settings, days=1, now=later)
+    assert (done.events, done.attempts, done.threads) == (1, 1, 0)
+    assert api.call("GET", f"/events/{alert['event_id']}").status_code == 404
 
 
 # The Prometheus rules.

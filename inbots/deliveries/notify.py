@@ -328,16 +328,18 @@ def _settle(uow: Any, s: Settings, job: Job, claim: _Claim, sent: _Sent) -> Resu
             response_excerpt=sent.excerpt,
         ),
     )
-    raised = alerts.webhook_attempted(
-        uow,
-        claim.recipient_id,
-        ok=sent.reason == "ok",
-        failures_before=claim.failures_before,
-        url=claim.url,
-        reason=sent.reason,
-        status_code=sent.status_code,
-        now=utcnow(),
-    )
+    raised: list[Job] = []  # the operator's alerts this attempt raises
+    if not claim.alert:  # the alert webhook's own failures are no agent's failing streak
+        raised = alerts.webhook_attempted(
+            uow,
+            claim.recipient_id,
+            ok=sent.reason == "ok",
+            failures_before=claim.failures_before,
+            url=claim.url,
+            reason=sent.reason,
+            status_code=sent.status_code,
+            now=utcnow(),
+        )
     release = update(kind.model).where(kind.model.id == job.row_id)
     if sent.reason == "ok":
         session.execute(release.values(claimed_until=None, next_attempt_at=None))
