@@ -144,14 +144,14 @@ def _claim_in(uow: Any, engine: Engine, job: Job, now: datetime) -> _Claim | _Pa
     if succeeded or attempts_so_far >= attempts_allowed(s):
         unpark(row)
         if lost and not succeeded:  # the lost attempt was this publish's last
-            alerts = _fail(
+            raised = _fail(
                 uow,
                 kind,
                 row.id,
                 f"webhook attempts exhausted ({attempts_so_far}; last: {WORKER_LOST})",
             )
             metrics.DELIVERIES_FAILED.labels("attempts_exhausted").inc()
-            return Result("failed", reason=WORKER_LOST, wake=tuple(alerts))
+            return Result("failed", reason=WORKER_LOST, wake=tuple(raised))
         return Result("skipped", reason="this publish is finished")
     if row.claimed_until is not None and row.claimed_until > now:
         # A duplicate job: come back when that attempt must have ended (its slot's lease ran
