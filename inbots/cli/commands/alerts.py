@@ -10,7 +10,6 @@ from inbots.cli import views
 from inbots.cli.client import path
 from inbots.cli.options import Operator, operator_command
 from inbots.cli.render import say
-from inbots.webhooks.subscriptions import ALERT_TYPES
 
 app = typer.Typer(
     help="The operator's alert webhook: stalled and failed deliveries, failing agent webhooks, "
@@ -31,9 +30,9 @@ def alerts_set(
     events: Annotated[
         str | None,
         typer.Option(
-            help="Comma-separated alert types it receives: "
-            + ", ".join(ALERT_TYPES)
-            + " ('' for none; omitted: unchanged, and all of them for a new webhook)."
+            help="Comma-separated alert types it receives: delivery.stalled, delivery.failed, "
+            "agent.webhook_failing, approval.requested ('' for none; omitted: unchanged, and "
+            "all of them for a new webhook)."
         ),
     ] = None,
 ) -> None:
