@@ -135,6 +135,9 @@ class Settings(BaseSettings):
     # in-flight slot's margin and recording the attempt (SQLite may wait its busy timeout).
     webhook_claim_margin_seconds: float = Field(default=30.0, ge=LEASE_MARGIN_SECONDS)
     webhook_rotation_overlap_seconds: PositiveSeconds = 86_400.0
+    # An agent's webhook attempts failed in a row before the operator is alerted
+    # (agent.webhook_failing, once a streak; inbots.alerts).
+    alert_webhook_failures: int = Field(default=5, ge=1)
     broker_visibility_timeout_seconds: int = Field(default=3_600, ge=60)
     embedded_workers: int = Field(default=8, ge=1, le=256)
 

@@ -76,6 +76,7 @@ SHARED_SETTINGS = (
     "publish_attempts",
     "publish_lost_seconds",
     "stall_seconds",
+    "alert_webhook_failures",
     "renotify_interval_seconds",
     "renotify_batch_size",
     "webhook_max_in_flight_per_url",

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy import ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from inbots.db.base import Base, UTCDateTime
@@ -45,6 +45,9 @@ class Agent(Base):
     webhook_events: Mapped[str] = mapped_column(
         String(200), default="message.created", server_default="message.created"
     )
+    # Webhook attempts that failed in a row (a success resets it): at
+    # INBOTS_ALERT_WEBHOOK_FAILURES the operator is alerted, once a streak (inbots.alerts).
+    webhook_failures: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     # What the agent does and how to work with it (Markdown, up to INBOTS_BRIEF_MAX characters);
     # any agent of the workspace may read it (GET /v1/agents/{username}/brief, read_brief).
     brief: Mapped[str | None] = mapped_column(Text)

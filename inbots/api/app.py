@@ -14,6 +14,7 @@ from inbots.api import errors
 from inbots.api.limits import BodyLimit, HeadLimits
 from inbots.api.routes import (
     agents,
+    alerts,
     approvals,
     deliveries,
     enrollments,
@@ -77,6 +78,7 @@ def create_app(
         keys,
         enrollments,
         webhooks,
+        alerts,
         threads,
         inbox,
         search,

@@ -24,6 +24,7 @@ from datetime import datetime
 from sqlalchemy import func, select
 
 from inbots.agents.models import Agent
+from inbots.alerts import service as alerts
 from inbots.approvals.models import ApprovalPolicy
 from inbots.approvals.schemas import (
     ApprovalDecision,
@@ -141,11 +142,18 @@ def holds(uow: UnitOfWork, caller: Caller, kind: str, priority: str) -> bool:
 
 def on_held(uow: UnitOfWork, message: Message, count: int) -> None:
     """A message was just held (``count`` deliveries, in the send's transaction, not yet
-    committed). The one place where the operator is to be told: the ``approval.requested``
-    alert will be wired here (another branch builds alerts). Deliberately does nothing yet."""
-    # TODO(alerts): record an approval.requested alert for the operator here, in this
-    # transaction (so it is sent only if the send commits).
-    return None
+    committed): the operator's alert webhook is told ``approval.requested``, sent only if the
+    send commits."""
+    alerts.approval_requested(
+        uow,
+        message.workspace_id,
+        message.id,
+        thread_id=message.thread_id,
+        sender=message.sender_id,
+        kind=message.kind,
+        priority=message.priority,
+        summary=shown_summary(message.summary, message.body, uow.settings.summary_shown),
+    )
 
 
 def _item(message: Message, sender: str, uow: UnitOfWork) -> ApprovalItem:

@@ -116,6 +116,23 @@ def webhook_fields(hook: Json, *, reveal: bool = False) -> Table:
     )
 
 
+def alert_webhook_fields(hook: Json) -> Table | Group:
+    grid = fields(
+        [
+            ("url", hook["url"]),
+            ("receives", ", ".join(hook.get("events") or []) or "nothing"),
+            ("previous secret expires", when(hook.get("previous_secret_expires_at"))),
+        ]
+    )
+    if not hook.get("signing_secret"):
+        return grid
+    return Group(
+        grid,
+        Text("Signing secret (store it now; it is not shown again):"),
+        Text(f"  {hook['signing_secret']}", style="bold green"),
+    )
+
+
 def rotated(hook: Json) -> Group:
     return Group(
         Text("New signing secret (store it now):"),

@@ -38,6 +38,7 @@ import httpx
 from sqlalchemy import insert, update
 
 from inbots import __version__
+from inbots.alerts import service as alerts
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
@@ -53,9 +54,10 @@ from inbots.deliveries.models import Delivery, DeliveryAttempt
 from inbots.deliveries.parking import park, unpark, wake
 from inbots.dispatch.jobs import Job, Result
 from inbots.dispatch.limiter import Limiter, url_key
+from inbots.events.models import Event
 from inbots.kit.clock import utcnow
 from inbots.observability import metrics
-from inbots.webhooks import signing, url_policy
+from inbots.webhooks import signing, subscriptions, url_policy
 
 log = logging.getLogger(__name__)
 
@@ -94,9 +96,12 @@ class _Claim:
     number: int  # of this attempt, across all publishes
     accepted_at: datetime
     message_id: str | None
-    thread_id: str
+    thread_id: str | None
     key: str  # the URL's, for the in-flight cap
     lease: str  # the slot this attempt holds
+    recipient_id: str = ""
+    failures_before: int = 0  # the recipient's webhook failures in a row, at the claim
+    alert: bool = False  # an operator's alert (inbots.alerts)
 
 
 @dataclass
@@ -139,14 +144,14 @@ def _claim_in(uow: Any, engine: Engine, job: Job, now: datetime) -> _Claim | _Pa
     if succeeded or attempts_so_far >= attempts_allowed(s):
         unpark(row)
         if lost and not succeeded:  # the lost attempt was this publish's last
-            _fail(
+            raised = _fail(
                 uow,
                 kind,
                 row.id,
                 f"webhook attempts exhausted ({attempts_so_far}; last: {WORKER_LOST})",
             )
             metrics.DELIVERIES_FAILED.labels("attempts_exhausted").inc()
-            return Result("failed", reason=WORKER_LOST)
+            return Result("failed", reason=WORKER_LOST, wake=tuple(raised))
         return Result("skipped", reason="this publish is finished")
     if row.claimed_until is not None and row.claimed_until > now:
         # A duplicate job: come back when that attempt must have ended (its slot's lease ran
@@ -188,6 +193,9 @@ def _claim_in(uow: Any, engine: Engine, job: Job, now: datetime) -> _Claim | _Pa
         loaded.thread_id,
         key,
         lease,
+        recipient.id,
+        recipient.webhook_failures or 0,
+        isinstance(row, Event) and row.type in subscriptions.ALERT_TYPES,
     )
 
 
@@ -288,6 +296,8 @@ def retry_delay(settings: Settings, attempts_made: int) -> float:
 def _record(engine: Engine, job: Job, claim: _Claim, sent: _Sent) -> Result:
     with unit_of_work(engine.db) as uow:
         result = _settle(uow, engine.settings, job, claim, sent)
+        # The operator's alerts this attempt raised (a failure streak, a delivery failed).
+        raised = list(result.wake)
         # The slot this attempt held is free: hand it to the oldest delivery parked on the URL,
         # and, when there was one, any other free slot too (leases of a dead worker expire with
         # nobody releasing them).
@@ -296,7 +306,7 @@ def _record(engine: Engine, job: Job, claim: _Claim, sent: _Sent) -> Result:
             more = _free(engine, claim.key) - 1
             if more > 0:
                 woken += wake(uow.session, claim.key, more, utcnow())
-    return replace(result, wake=tuple(woken))
+    return replace(result, wake=(*raised, *woken))
 
 
 def _settle(uow: Any, s: Settings, job: Job, claim: _Claim, sent: _Sent) -> Result:
@@ -318,6 +328,18 @@ def _settle(uow: Any, s: Settings, job: Job, claim: _Claim, sent: _Sent) -> Resu
             response_excerpt=sent.excerpt,
         ),
     )
+    raised: list[Job] = []  # the operator's alerts this attempt raises
+    if not claim.alert:  # the alert webhook's own failures are no agent's failing streak
+        raised = alerts.webhook_attempted(
+            uow,
+            claim.recipient_id,
+            ok=sent.reason == "ok",
+            failures_before=claim.failures_before,
+            url=claim.url,
+            reason=sent.reason,
+            status_code=sent.status_code,
+            now=utcnow(),
+        )
     release = update(kind.model).where(kind.model.id == job.row_id)
     if sent.reason == "ok":
         session.execute(release.values(claimed_until=None, next_attempt_at=None))
@@ -325,26 +347,34 @@ def _settle(uow: Any, s: Settings, job: Job, claim: _Claim, sent: _Sent) -> Resu
         return Result("notified")
     if sent.reason == "gone":
         session.execute(release.values(claimed_until=None, next_attempt_at=None))
-        _fail(uow, kind, job.row_id, "the webhook answered 410 Gone")
-        return Result("failed", reason="gone")
+        raised += _fail(uow, kind, job.row_id, "the webhook answered 410 Gone")
+        return Result("failed", reason="gone", wake=tuple(raised))
     if made >= attempts_allowed(s):
         session.execute(release.values(claimed_until=None, next_attempt_at=None))
-        _fail(uow, kind, job.row_id, f"webhook attempts exhausted ({made}; last: {sent.reason})")
-        return Result("failed", reason=sent.reason)
+        raised += _fail(
+            uow, kind, job.row_id, f"webhook attempts exhausted ({made}; last: {sent.reason})"
+        )
+        return Result("failed", reason=sent.reason, wake=tuple(raised))
     delay = retry_delay(s, made)
     session.execute(
         release.values(claimed_until=None, next_attempt_at=utcnow() + timedelta(seconds=delay))
     )
-    return Result("retry", countdown=delay, reason=sent.reason)
+    return Result("retry", countdown=delay, reason=sent.reason, wake=tuple(raised))
 
 
-def _fail(uow: Any, kind: outbox.Kind, row_id: str, reason: str) -> None:
+def _fail(uow: Any, kind: outbox.Kind, row_id: str, reason: str) -> list[Job]:
+    """Stamp the row failed; for a delivery failed just now, the operator's ``delivery.failed``
+    alert's jobs."""
     model = kind.model
-    uow.session.execute(
+    now = utcnow()
+    done = uow.session.execute(
         update(model)
         .where(model.id == row_id, model.failed_at.is_(None))
-        .values(failed_at=utcnow(), failure_reason=reason)
+        .values(failed_at=now, failure_reason=reason)
     )
+    if kind is outbox.DELIVERY and done.rowcount:
+        return alerts.deliveries_failed(uow, [row_id], now, reason)
+    return []
 
 
 def _release(engine: Engine, key: str, lease: str) -> None:
@@ -402,6 +432,8 @@ def _notify(engine: Engine, job: Job) -> Result:
 
 def _observe(job: Job, claim: _Claim, sent: _Sent, result: Result) -> None:
     metrics.observe_attempt(sent.reason, sent.status_code, sent.duration_ms, result.outcome)
+    if claim.alert:
+        metrics.observe_alert_attempt(result.outcome)
     if result.outcome == "notified":
         metrics.observe_notified(claim.accepted_at, utcnow())
     log.log(

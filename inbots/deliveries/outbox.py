@@ -20,6 +20,7 @@ still wanted; how notified is stamped.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -54,7 +55,7 @@ class Loaded:
     skip: str | None
     body: Callable[[int], bytes]
     message_id: str | None
-    thread_id: str
+    thread_id: str | None
 
 
 def _unwanted(recipient: Agent, event_type: str) -> str | None:
@@ -128,7 +129,7 @@ def _load_delivery(session: Session, row_id: str, trigger: str) -> Loaded | None
 _told, _actor = aliased(Agent), aliased(Agent)
 _EVENT_READ = (
     select(Event, Thread.status, Thread.title, _told, _actor.username)
-    .join(Thread, Thread.id == Event.thread_id)
+    .outerjoin(Thread, Thread.id == Event.thread_id)  # an operator's alert is about no thread
     .join(_told, _told.id == Event.recipient_id)
     .join(_actor, _actor.id == Event.actor_id)
     .where(Event.id == bindparam("row_id"))
@@ -150,14 +151,23 @@ def _load_event(session: Session, row_id: str, trigger: str) -> Loaded | None:
         skip = _unwanted(recipient, event.type)
 
     def body(shown: int) -> bytes:
+        if event.type in subscriptions.ALERT_TYPES:
+            return payloads.encode(
+                payloads.alert(
+                    event.type,
+                    event_id=event.id,
+                    detail=json.loads(event.detail or "{}"),
+                    created_at=event.created_at,
+                )
+            )
         if event.type == subscriptions.MESSAGE_ACKNOWLEDGED:
             return payloads.encode(
                 payloads.message_acknowledged(
                     event_id=event.id,
                     delivery_id=event.delivery_id or "",
                     message_id=event.message_id or "",
-                    thread_id=event.thread_id,
-                    thread_title=thread_title,
+                    thread_id=event.thread_id or "",
+                    thread_title=thread_title or "",
                     sender=recipient.username,
                     recipient=actor or "",
                     outcome=event.outcome,
@@ -171,7 +181,7 @@ def _load_event(session: Session, row_id: str, trigger: str) -> Loaded | None:
                 payloads.message_rejected(
                     event_id=event.id,
                     message_id=event.message_id or "",
-                    thread_id=event.thread_id,
+                    thread_id=event.thread_id or "",
                     thread_title=thread_title,
                     sender=recipient.username,
                     rejected_by=actor or "",
@@ -184,8 +194,8 @@ def _load_event(session: Session, row_id: str, trigger: str) -> Loaded | None:
             payloads.thread_event(
                 event.type,
                 event_id=event.id,
-                thread_id=event.thread_id,
-                thread_title=thread_title,
+                thread_id=event.thread_id or "",
+                thread_title=thread_title or "",
                 recipient=recipient.username,
                 actor=actor or "",
                 created_at=event.created_at,

@@ -15,7 +15,9 @@ SQLite serialises writers), so two runs at once never act on the same row:
   makes. Parking is not a lost publish and costs no publish attempt, however long the line;
 - a delivery that is not acknowledged and not failed and has not moved for the stall threshold,
   with no stall stamp since it last moved, is stamped ``stalled_at``; one its recipient marked
-  working only once the working stall time has also passed since its last heartbeat;
+  working only once the working stall time has also passed since its last heartbeat. Each stamp
+  (and each delivery failed above) raises the operator's alert (:mod:`inbots.alerts`), published
+  with the rest;
 - a delivery whose message's ``ttl_seconds`` has passed unacknowledged is stamped ``expired_at``
   (read through ``ix_deliveries_expiring``, in batches until none is left): it leaves the inbox,
   is never notified again and no longer counts toward the caps;
@@ -37,6 +39,7 @@ from typing import Any
 from sqlalchemy import Select, or_, select, update
 
 from inbots.agents.models import Agent
+from inbots.alerts import service as alerts
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
@@ -139,8 +142,11 @@ def stall_batch(now: datetime, settings: Settings) -> Select[str]:
     )
 
 
-def _republish(db: Database, settings: Settings, now: datetime) -> tuple[list[Job], int, int]:
+def _republish(
+    db: Database, settings: Settings, now: datetime
+) -> tuple[list[Job], int, int, list[Job]]:
     jobs: list[Job] = []
+    raised: list[Job] = []  # the operator's delivery.failed alerts
     exhausted = lost_claims = 0
     for kind in KINDS:
         with unit_of_work(db) as uow:
@@ -167,6 +173,8 @@ def _republish(db: Database, settings: Settings, now: datetime) -> tuple[list[Jo
                     )
                     .execution_options(synchronize_session=False)
                 )
+                if kind is DELIVERY:
+                    raised += alerts.deliveries_failed(uow, give_up, now, EXHAUSTED)
             for row_id, publish in again:
                 uow.session.execute(
                     update(model)
@@ -183,7 +191,7 @@ def _republish(db: Database, settings: Settings, now: datetime) -> tuple[list[Jo
                 jobs.append(Job(row_id, publish, "renotify"))
         exhausted += len(give_up)
         lost_claims += len(lost)
-    return jobs, exhausted, lost_claims
+    return jobs, exhausted, lost_claims, raised
 
 
 def _wake_parked(db: Database, settings: Settings, limiter: Limiter, now: datetime) -> list[Job]:
@@ -237,7 +245,10 @@ def expire(db: Database, settings: Settings, now: datetime | None = None) -> int
             return total
 
 
-def _mark_stalled(db: Database, settings: Settings, now: datetime) -> int:
+def _mark_stalled(db: Database, settings: Settings, now: datetime) -> tuple[int, list[Job]]:
+    """Stamp a batch stalled; with the operator's ``delivery.stalled`` alerts' jobs (one per
+    delivery per stall: the next sweep's batch leaves out what is stalled and has not moved)."""
+    raised: list[Job] = []
     with unit_of_work(db) as uow:
         ids = uow.session.scalars(stall_batch(now, settings)).all()
         if ids:
@@ -247,7 +258,8 @@ def _mark_stalled(db: Database, settings: Settings, now: datetime) -> int:
                 .values(stalled_at=now)
                 .execution_options(synchronize_session=False)
             )
-    return len(ids)
+            raised = alerts.deliveries_stalled(uow, ids, now)
+    return len(ids), raised
 
 
 def sweep(
@@ -261,14 +273,16 @@ def sweep(
     commits. Without a ``limiter`` (the URLs' in-flight slots) parked deliveries are left to the
     wake-ups."""
     moment = now or utcnow()
-    jobs, exhausted, lost = _republish(db, settings, moment)
-    if jobs:
-        publish(jobs)
+    jobs, exhausted, lost, failed_alerts = _republish(db, settings, moment)
+    if jobs or failed_alerts:
+        publish([*jobs, *failed_alerts])
     woken = _wake_parked(db, settings, limiter, moment) if limiter is not None else []
     if woken:
         publish(woken)
     expired = expire(db, settings, moment)
-    stalled = _mark_stalled(db, settings, moment)
+    stalled, stalled_alerts = _mark_stalled(db, settings, moment)
+    if stalled_alerts:
+        publish(stalled_alerts)
     purged = retention.purge(db, settings).threads if settings.retention_days else 0
     with unit_of_work(db) as uow:  # the wall clock: when it ran, whatever ``now`` pretended
         heartbeats.beat(uow.session, heartbeats.RENOTIFY, utcnow())

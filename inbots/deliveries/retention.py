@@ -11,6 +11,9 @@ events, deliveries, messages, participants, threads): row triggers on those tabl
 index kept by triggers on ``messages``) fire for every row, so what they maintain follows. The
 caps count deliveries, so they follow too (nothing to adjust).
 
+The operator's alerts (events about no thread, :mod:`inbots.alerts`) go by their own age: those
+raised before the cutoff are deleted with their attempts, in batches of the same size.
+
 The renotify sweep runs it when ``retention_days`` is set; ``inbots purge`` runs it now (or
 counts what would go, ``--dry-run``).
 """
@@ -65,6 +68,33 @@ def _expired_threads(cutoff: datetime) -> Select[str]:
         select(Thread.id)
         .where(Thread.closed_at.is_not(None), Thread.closed_at < cutoff, Thread.status == CLOSED)
         .order_by(Thread.closed_at, Thread.id)
+    )
+
+
+def _expired_alerts(cutoff: datetime) -> Select[str]:
+    """The operator's alerts raised before the cutoff (``ix_events_thread_id``: no thread)."""
+    return select(Event.id).where(Event.thread_id.is_(None), Event.created_at < cutoff)
+
+
+def _count_alerts(session: Session, cutoff: datetime) -> PurgeReport:
+    ids = _expired_alerts(cutoff)
+    events = session.scalar(select(func.count()).select_from(ids.subquery()))
+    attempts = session.scalar(select(func.count()).where(DeliveryAttempt.event_id.in_(ids)))
+    return PurgeReport(events=int(events or 0), attempts=int(attempts or 0))
+
+
+def _delete_alerts(session: Session, ids: list[str]) -> PurgeReport:
+    attempts = session.execute(
+        delete(DeliveryAttempt)
+        .where(DeliveryAttempt.event_id.in_(ids))
+        .execution_options(synchronize_session=False)
+    )
+    events = session.execute(
+        delete(Event).where(Event.id.in_(ids)).execution_options(synchronize_session=False)
+    )
+    return PurgeReport(
+        events=int(cast(CursorResult[Any], events).rowcount or 0),
+        attempts=int(cast(CursorResult[Any], attempts).rowcount or 0),
     )
 
 
@@ -138,6 +168,7 @@ def purge(
     if dry_run:
         with unit_of_work(db, readonly=True) as uow:
             counted = _count(uow.session, _expired_threads(cutoff))
+            counted.add(_count_alerts(uow.session, cutoff))
         report.add(counted)
         return report
     while True:
@@ -153,7 +184,20 @@ def purge(
                 report.add(_delete_batch(uow.session, ids))
         if len(ids) < settings.retention_batch_size:
             break
-    if report.threads:
+    while True:
+        with unit_of_work(db) as uow:
+            ids = list(
+                uow.session.scalars(
+                    _expired_alerts(cutoff)
+                    .limit(settings.retention_batch_size)
+                    .with_for_update(of=Event, skip_locked=True)
+                )
+            )
+            if ids:
+                report.add(_delete_alerts(uow.session, ids))
+        if len(ids) < settings.retention_batch_size:
+            break
+    if report.threads or report.events:
         done = {k: v for k, v in asdict(report).items() if k != "cutoff"}
         log.info("retention purge", extra=done)
     return report

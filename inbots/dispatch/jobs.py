@@ -54,8 +54,8 @@ class Result:
 
     ``outcome``: notified, retry, failed, skipped, parked or busy. ``countdown``: run the job
     again after this many seconds (retry; busy: another attempt holds the delivery, or its retry
-    is due later). ``wake``: jobs of parked deliveries to publish now, a slot of their URL being
-    free (each on its lane)."""
+    is due later). ``wake``: jobs to publish now, each on its lane: parked deliveries, a slot of
+    their URL being free, and the operator's alerts the run raised (:mod:`inbots.alerts`)."""
 
     outcome: str
     countdown: float | None = None

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Index, Integer, String, text
+from sqlalchemy import ForeignKey, Index, Integer, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from inbots.db.base import Base, UTCDateTime
@@ -22,7 +22,10 @@ class Event(Base):
     ``thread_closed_at``) mean exactly what they mean on a :class:`Delivery`, and the same engine
     reads and writes them (:mod:`inbots.deliveries.outbox`). A ``message.acknowledged`` event is
     made for every acknowledgement, whether or not its agent has a webhook: it is also what the
-    sender's long-poll shows (``shown_at``, as ``delivered_at`` is for mail)."""
+    sender's long-poll shows (``shown_at``, as ``delivered_at`` is for mail).
+
+    An operator's alert (:mod:`inbots.alerts`) is an event too: told to the workspace's operator
+    row, ``actor_id`` the agent it is about, no thread, its fields in ``detail``."""
 
     __tablename__ = "events"
     __table_args__ = (
@@ -57,11 +60,15 @@ class Event(Base):
     # recipient who acknowledged, the opener who asked to close, the operator who closed).
     recipient_id: Mapped[str] = mapped_column(ForeignKey("agents.id"))
     actor_id: Mapped[str] = mapped_column(ForeignKey("agents.id"))
-    thread_id: Mapped[str] = mapped_column(ForeignKey("threads.id"))
+    # None for an operator's alert (inbots.alerts): it names what it is about in ``detail``, so
+    # it outlives the thread, message and delivery (retention) and no thread's close drops it.
+    thread_id: Mapped[str | None] = mapped_column(ForeignKey("threads.id"))
     message_id: Mapped[str | None] = mapped_column(ForeignKey("messages.id"))
     delivery_id: Mapped[str | None] = mapped_column(ForeignKey("deliveries.id"))
     outcome: Mapped[str | None] = mapped_column(String(16))
     note: Mapped[str | None] = mapped_column(String(1000))
+    # An alert's fields as they were when it was raised (JSON): its notification's body.
+    detail: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     # A long-poll with receipts showed it to its agent.
     shown_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

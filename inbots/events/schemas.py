@@ -17,7 +17,7 @@ class EventRead(Model):
     type: str
     recipient: str
     actor: str
-    thread_id: str
+    thread_id: str | None  # None for an operator's alert (its fields are in its notification)
     message_id: str | None
     delivery_id: str | None
     outcome: str | None

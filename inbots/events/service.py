@@ -36,13 +36,15 @@ from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
 from inbots.threads.models import Participant, Thread
 from inbots.webhooks import subscriptions
 from inbots.webhooks.subscriptions import (
+    ALERT_TYPES,
     EVENT_TYPES,
     MESSAGE_ACKNOWLEDGED,
     MESSAGE_CREATED,
     MESSAGE_REJECTED,
 )
 
-TYPES = tuple(t for t in EVENT_TYPES if t != MESSAGE_CREATED)  # message.created is a delivery
+# message.created is a delivery; the operator's alerts (inbots.alerts) are events too.
+TYPES = (*(t for t in EVENT_TYPES if t != MESSAGE_CREATED), *ALERT_TYPES)
 
 
 def pushes(agent: Any, event_type: str) -> bool:

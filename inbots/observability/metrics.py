@@ -69,6 +69,18 @@ RENOTIFY_ACTIONS = Counter(
     "woke parked deliveries, logged attempts of workers that died.",
     ["action"],
 )
+ALERTS_RAISED = Counter(
+    "inbots_alerts_raised",
+    "Operator alerts raised for the alert webhook, by type (delivery.stalled, delivery.failed, "
+    "agent.webhook_failing, approval.requested).",
+    ["type"],
+)
+ALERT_NOTIFICATIONS = Counter(
+    "inbots_alert_notifications",
+    "Attempts to send an operator alert to the alert webhook, by what came of the job: "
+    "notified, retry, failed.",
+    ["result"],
+)
 
 
 def status_class(code: int | None) -> str:
@@ -83,6 +95,15 @@ def observe_attempt(
         ATTEMPT_SECONDS.observe(duration_ms / 1000)
     if outcome == "failed":
         DELIVERIES_FAILED.labels("gone" if reason == "gone" else "attempts_exhausted").inc()
+
+
+def observe_alerts(types: list[str]) -> None:
+    for name in types:
+        ALERTS_RAISED.labels(name).inc()
+
+
+def observe_alert_attempt(outcome: str) -> None:
+    ALERT_NOTIFICATIONS.labels(outcome).inc()
 
 
 def observe_job(outcome: str) -> None:

@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from inbots.alerts.service import failing_webhooks
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.dispatch.broker import queue_depths
@@ -51,6 +52,7 @@ class DatabaseCollector(Collector):
             agents_now = agent_counts(conn, None, self.settings, now)
             swept = last_beat(conn, RENOTIFY)
             held = approvals_pending(conn, None)
+            failing = failing_webhooks(conn, self.settings.alert_webhook_failures)
 
         by_state = GaugeMetricFamily(
             "inbots_deliveries", "Deliveries by derived state.", labels=["state"]
@@ -83,6 +85,12 @@ class DatabaseCollector(Collector):
         agents.add_metric(["active"], agents_now.active)
         agents.add_metric(["never_connected"], agents_now.never_connected)
         yield agents
+        yield GaugeMetricFamily(
+            "inbots_agents_webhook_failing",
+            "Active agents whose webhook has failed INBOTS_ALERT_WEBHOOK_FAILURES attempts or more "
+            "in a row.",
+            failing,
+        )
         if swept is not None:  # never swept: absent, rather than an age that means nothing
             yield GaugeMetricFamily(
                 "inbots_renotify_last_run_timestamp_seconds",

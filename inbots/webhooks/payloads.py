@@ -142,3 +142,11 @@ def thread_event(
         by: actor,
         "created_at": rfc3339(created_at),
     }
+
+
+def alert(
+    event_type: str, *, event_id: str, detail: dict[str, Any], created_at: datetime
+) -> dict[str, Any]:
+    """An operator's alert (``delivery.stalled``, ``delivery.failed``, ``agent.webhook_failing``,
+    ``approval.requested``): its fields as they were when it was raised (:mod:`inbots.alerts`)."""
+    return {"type": event_type, "event_id": event_id, **detail, "created_at": rfc3339(created_at)}

@@ -29,22 +29,34 @@ EVENT_TYPES = (
 DEFAULT = (MESSAGE_CREATED,)
 DEFAULT_STORED = MESSAGE_CREATED
 
+# The operator's alerts (:mod:`inbots.alerts`): received by the operator's own row's webhook,
+# never by an agent's.
+DELIVERY_STALLED = "delivery.stalled"
+DELIVERY_FAILED = "delivery.failed"
+AGENT_WEBHOOK_FAILING = "agent.webhook_failing"
+APPROVAL_REQUESTED = "approval.requested"
+ALERT_TYPES = (DELIVERY_STALLED, DELIVERY_FAILED, AGENT_WEBHOOK_FAILING, APPROVAL_REQUESTED)
+_KNOWN = (*EVENT_TYPES, *ALERT_TYPES)
 
-def check(value: object, field: str = "webhook_events") -> list[str]:
-    """The chosen types, in the canonical order, or 422 naming the allowed ones."""
-    allowed = ", ".join(EVENT_TYPES)
+
+def check(
+    value: object, field: str = "webhook_events", types: Sequence[str] = EVENT_TYPES
+) -> list[str]:
+    """The chosen types (from ``types``), in their canonical order, or 422 naming the allowed
+    ones."""
+    allowed = ", ".join(types)
     if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
         raise Invalid(
             f"{field} must be a list of notification types, from: {allowed}.", field=field
         )
-    unknown = [v for v in dict.fromkeys(value) if v not in EVENT_TYPES]
+    unknown = [v for v in dict.fromkeys(value) if v not in types]
     if unknown:
         raise Invalid(
             f"{field} has unknown notification types ({', '.join(map(repr, unknown))}); the "
             f"types are {allowed}.",
             field=field,
         )
-    return [t for t in EVENT_TYPES if t in value]
+    return [t for t in types if t in value]
 
 
 def encode(types: Sequence[str]) -> str:
@@ -54,7 +66,7 @@ def encode(types: Sequence[str]) -> str:
 def decode(stored: str | None) -> list[str]:
     if stored is None:
         return list(DEFAULT)
-    return [t for t in stored.split(",") if t in EVENT_TYPES]
+    return [t for t in stored.split(",") if t in _KNOWN]
 
 
 def subscribed(stored: str | None, event_type: str) -> bool:

@@ -8,6 +8,7 @@ import typer
 
 from inbots.cli.commands import (
     agents,
+    alerts,
     approvals,
     deliveries,
     enroll,
@@ -25,6 +26,7 @@ def add_operator_commands(app: typer.Typer) -> None:
     """Mount the operator commands on the ``inbots`` app."""
     app.add_typer(agents.app, name="agents")
     app.add_typer(webhook.app, name="webhook")
+    app.add_typer(alerts.app, name="alerts")
     app.add_typer(threads.app, name="threads")
     app.add_typer(deliveries.app, name="deliveries")
     app.add_typer(events.app, name="events")

@@ -24,7 +24,11 @@ def events_list(
     op: Operator,
     type: Annotated[
         str | None,
-        typer.Option(help="message.acknowledged, thread.close_requested or thread.closed."),
+        typer.Option(
+            help="message.acknowledged, thread.close_requested or thread.closed; or an "
+            "operator's alert: delivery.stalled, delivery.failed, agent.webhook_failing, "
+            "approval.requested."
+        ),
     ] = None,
     state: Annotated[str | None, typer.Option(help="notified, failed, pending or unsent.")] = None,
     agent: Annotated[str | None, typer.Option(help="The agent told: id or username.")] = None,
