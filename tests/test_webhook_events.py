@@ -109,7 +109,7 @@ def test_unknown_event_types_are_refused_naming_the_allowed_ones(api: Api) -> No
 # Each type reaches a subscribed receiver.
 
 
-def test_a_declined_acknowledgement_reaches_the_senders_webhook_within_a_second(
+def test_a_declined_acknowledgement_reaches_the_senders_webhook_at_once(
     api: Api,
 ) -> None:
     with receiver(always(204)) as hook:
@@ -118,14 +118,16 @@ def test_a_declined_acknowledgement_reaches_the_senders_webhook_within_a_second(
         thread = lead.open_thread("Delegated", ["worker"])
         sent = lead.send(thread["id"], "Port the parser", kind="task")
         note = "Not my area: " + "x" * 200
-        acked_at = time.monotonic()
         worker.ok(
             "POST",
             "/acks",
             json={"ids": [sent["message"]["id"]], "outcome": "declined", "note": note},
         )
+        acked_at = time.monotonic()
         (payload,) = verified(secret, hook)
-        assert hook.requests[0].at - acked_at < 1.0
+        # Pushed when the ack commits, not by the sweep a minute later (a loaded machine may
+        # take a few seconds; on a quiet one it is a few milliseconds).
+        assert hook.requests[0].at - acked_at < 5.0
     delivery_id = sent["deliveries"][0]["id"]
     assert payload["type"] == "message.acknowledged"
     assert payload["event_id"].startswith("evt_")
