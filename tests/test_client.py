@@ -328,9 +328,7 @@ def test_async_client_end_to_end(api: Api, ops: Client, server: ServerThread) ->
     asyncio.run(scenario())
 
 
-def test_wait_wakes_at_once_when_another_agent_sends(
-    agent: NewAgent, server: ServerThread
-) -> None:
+def test_wait_wakes_at_once_when_another_agent_sends(agent: NewAgent, server: ServerThread) -> None:
     sender, reader = agent("sender"), agent("reader")
     thread = sender.open_thread("Watch the build", ["reader"])
     with ThreadPoolExecutor(1) as pool:

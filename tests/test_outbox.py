@@ -171,9 +171,7 @@ def test_thread_history_shows_the_sender_its_own_messages_receipts(api: Api) -> 
     assert "receipts" not in worker_view[0] and worker_view[1]["receipts"] is not None
 
 
-def test_a_decline_wakes_the_senders_long_poll_at_once(
-    api: Api, server: ServerThread
-) -> None:
+def test_a_decline_wakes_the_senders_long_poll_at_once(api: Api, server: ServerThread) -> None:
     lead, worker, _, thread = team(api)
     sent = lead.send(thread["id"], "Port the parser", kind="task")
     message_id = sent["message"]["id"]

@@ -67,9 +67,7 @@ def test_wait_returns_immediately_when_unshown_mail_exists(api: Api) -> None:
     assert receipt["delivered_at"] is not None and receipt["fetched_at"] is None
 
 
-def test_wait_returns_at_once_on_a_send_by_another_client(
-    api: Api, server: ServerThread
-) -> None:
+def test_wait_returns_at_once_on_a_send_by_another_client(api: Api, server: ServerThread) -> None:
     sender, reader, thread = pair(api)
     with ThreadPoolExecutor(1) as pool:
         waiting: Future[tuple[httpx.Response, float]] = pool.submit(
