@@ -47,6 +47,23 @@ def receipt_states(alice: Caller, message_id: str) -> list[tuple[str, str]]:
     return [(r["recipient"], r["state"]) for r in read["receipts"]]
 
 
+def test_held_mail_moves_its_thread_only_when_approved(api: Api) -> None:
+    """A held message is no activity its recipient may see (the thread's ``last_activity_at``
+    stays put); approved, it is, and the thread moves to the approval's time."""
+    api.ok("PUT", "/policy", json=HOLD_TASKS)
+    alice = api.agent("alice")
+    bob = api.agent("bob")
+    thread = alice.open_thread("Release", ["bob"])["id"]
+    before = bob.ok("GET", f"/threads/{thread}")["last_activity_at"]
+    time.sleep(0.01)
+    sent = alice.send(thread, "Deploy to production", kind="task")
+    assert sent["held"] is True
+    assert bob.ok("GET", f"/threads/{thread}")["last_activity_at"] == before
+    decided = api.ok("POST", f"/approvals/{sent['message']['id']}/approve")
+    after = bob.ok("GET", f"/threads/{thread}")["last_activity_at"]
+    assert after > before and after == decided["approved_at"]
+
+
 # The policy.
 
 

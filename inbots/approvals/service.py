@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from inbots.agents.models import Agent
 from inbots.alerts import service as alerts
@@ -276,6 +276,12 @@ def approve(uow: UnitOfWork, caller: Caller, message_id: str) -> ApprovalDecisio
             delivery.publish_count += 1
             delivery.last_published_at = now
             jobs.append(Job(delivery.id, delivery.publish_count, "publish"))
+    # The message shows in its thread from now on: the thread's activity moves with it.
+    uow.session.execute(
+        update(Thread)
+        .where(Thread.id == message.thread_id, Thread.last_activity_at < now)
+        .values(last_activity_at=now)
+    )
     uow.session.flush()
     uow.wake(woken)
     uow.enqueue(*jobs)

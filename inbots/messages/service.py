@@ -408,7 +408,8 @@ def _deliver(
         for r, push in zip(recipients, pushed, strict=True)
     ]
     uow.session.execute(insert(Delivery), rows)
-    thread.last_activity_at = now
+    if not held:  # held mail is no activity its recipients may see: the approval moves it
+        thread.last_activity_at = now
     uow.session.flush()
     governance.admit(uow, caller, [(r.id, r.username) for r in recipients])
 
