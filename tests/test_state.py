@@ -20,7 +20,8 @@ from sqlalchemy import insert, select
 from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
 from inbots.deliveries.models import Delivery
-from inbots.deliveries.state import STATES, state_filter, state_of, state_sql
+from inbots.deliveries.state import STATES, state_of
+from inbots.deliveries.state_sql import state_filter, state_sql
 from inbots.kit.ids import new_id
 from tests.helpers import Api
 

@@ -57,6 +57,7 @@ from inbots.webhooks.subscriptions import (
     DELIVERY_FAILED,
     DELIVERY_STALLED,
 )
+from inbots.webhooks.wanted import wants
 
 # The webhook.
 
@@ -150,7 +151,7 @@ def _receives(operator: Any, event_type: str) -> list[Any]:
         operator.kind == KIND_OPERATOR,
         operator.status == "active",
         operator.webhook_url.is_not(None),
-        subscriptions.wants(operator.webhook_events, event_type),
+        wants(operator.webhook_events, event_type),
     ]
 
 

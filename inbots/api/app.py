@@ -34,7 +34,7 @@ from inbots.config import Settings, get_settings
 from inbots.db.engine import Database
 from inbots.deliveries.engine import build_dispatch
 from inbots.limits import Limits, resolve
-from inbots.mcp.server import McpEndpoint
+from inbots.mcp.endpoint import McpEndpoint
 from inbots.observability.logs import configure_logging
 
 

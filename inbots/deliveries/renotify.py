@@ -53,7 +53,7 @@ from inbots.dispatch.limiter import Limiter
 from inbots.heartbeats import service as heartbeats
 from inbots.kit.clock import utcnow
 from inbots.observability import metrics
-from inbots.webhooks import subscriptions
+from inbots.webhooks.wanted import wants
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ def republish_batch(
         .where(
             *lost_publishes(now, settings, kind),
             Agent.webhook_url.is_not(None),
-            subscriptions.wants(Agent.webhook_events, kind.event_type),
+            wants(Agent.webhook_events, kind.event_type),
         )
         .order_by(model.last_published_at)
         .limit(settings.renotify_batch_size)

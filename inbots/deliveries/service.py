@@ -29,7 +29,8 @@ from inbots.deliveries.schemas import (
     WorkingResult,
 )
 from inbots.deliveries.stamps import stamp
-from inbots.deliveries.state import STATES, state_filter, state_of
+from inbots.deliveries.state import STATES, state_of
+from inbots.deliveries.state_sql import state_filter
 from inbots.errors import AlreadyAcknowledged, Conflict, Invalid, not_found
 from inbots.events import service as events
 from inbots.kit.clock import parse_rfc3339, utcnow

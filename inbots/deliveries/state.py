@@ -5,8 +5,9 @@
     acknowledged > working > fetched > delivered > failed > rejected > expired > held > stalled
     > notified > accepted
 
-Each rule is data, and two small interpreters read it: :func:`state_of` for a loaded row and
-:func:`state_sql` / :func:`state_filter` for queries. Neither repeats the order or the conditions.
+Each rule is data, and two small interpreters read it: :func:`state_of` for a loaded row, and
+:mod:`inbots.deliveries.state_sql` for queries (its own module, so that reading a state imports
+no SQL). Neither repeats the order or the conditions.
 ``stalled`` holds only while the stall stamp is newer than every progress stamp, so a stalled
 delivery that moves again is no longer stalled. ``working`` (the recipient said it is working on
 it, :func:`inbots.deliveries.service.mark_working`) comes right after ``acknowledged``: it is the
@@ -19,8 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-
-from sqlalchemy import ColumnElement, and_, case, false, literal, not_, or_, true
 
 PROGRESS_STAMPS = (
     "accepted_at",
@@ -73,30 +72,3 @@ def state_of(row: Any) -> str:
         if _holds(rule, row):
             return rule.state
     raise AssertionError("the catch-all rule always holds")
-
-
-def _condition(rule: Rule, entity: Any) -> ColumnElement[bool]:
-    if rule.stamp is None:
-        return true()
-    column = getattr(entity, rule.stamp)
-    parts = [column.is_not(None)]
-    for name in rule.newer_than:
-        other = getattr(entity, name)
-        parts.append(or_(other.is_(None), column > other))
-    parts += [getattr(entity, name).is_(None) for name in rule.unless]
-    return and_(*parts)
-
-
-def state_sql(entity: Any) -> ColumnElement[str]:
-    """A SQL expression evaluating to the state, for selecting it alongside a row."""
-    whens = [(_condition(rule, entity), literal(rule.state)) for rule in RULES[:-1]]
-    return case(*whens, else_=literal(RULES[-1].state))
-
-
-def state_filter(entity: Any, state: str) -> ColumnElement[bool]:
-    """A WHERE clause true exactly for deliveries in ``state``: its rule, and no earlier one."""
-    for index, rule in enumerate(RULES):
-        if rule.state == state:
-            earlier = [_condition(r, entity) for r in RULES[:index]]
-            return and_(_condition(rule, entity), *(not_(c) for c in earlier))
-    return false()

@@ -42,6 +42,7 @@ from inbots.webhooks.subscriptions import (
     MESSAGE_CREATED,
     MESSAGE_REJECTED,
 )
+from inbots.webhooks.wanted import wants
 
 # message.created is a delivery; the operator's alerts (inbots.alerts) are events too.
 TYPES = (*(t for t in EVENT_TYPES if t != MESSAGE_CREATED), *ALERT_TYPES)
@@ -187,7 +188,7 @@ def record_thread_event(
             Agent.id != actor_id,
             Agent.status == "active",
             Agent.webhook_url.is_not(None),
-            subscriptions.wants(Agent.webhook_events, event_type),
+            wants(Agent.webhook_events, event_type),
         )
     ).all()
     _insert(

@@ -1,86 +1,25 @@
-"""``/mcp``: the agent tools over Streamable HTTP, on the same server as the HTTP API.
-
-:class:`McpEndpoint` is a plain ASGI app. It resolves ``Authorization: Bearer agt_…`` to one agent
-*before* the MCP SDK sees the request: a missing, malformed, unknown or archived key is answered
-``401`` (with ``WWW-Authenticate: Bearer``) and the operator token ``403`` (it is not an agent),
-in the HTTP API's error envelope. The caller is stored in the ASGI scope, where each tool call
-finds it through the SDK's request context; no tool takes the caller's id.
-
-The SDK's session manager runs *stateless* with JSON responses: every POST is authenticated and
-served on its own, so nothing is kept between requests and any web process can answer any call.
-GET (a server-push stream) and DELETE (ending a session) are answered 405, as the transport
-allows: there is nothing to push and no session to end.
-
-Sessions of the agent (``GET /v1/me/sessions``) are only bookkeeping: the answer to an
-``initialize`` carries an ``Mcp-Session-Id`` (``ses_…``) that clients send back, and each request
-notes that session (or, for clients of the stateless protocol era, one session per clientInfo
-name/version; or the ``X-Inbots-Session`` label when the client sends one) with the clientInfo
-the request carries. Nothing else depends on it: a request without one is served the same.
-"""
+"""The MCP server of the agent tools (the official SDK's low-level server), whatever the transport:
+``/mcp`` (:mod:`inbots.mcp.endpoint`) and ``inbots mcp`` over stdio (:mod:`inbots.mcp.stdio`)
+both serve :func:`build_server`, each with its own backend."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Any
 
-import anyio.to_thread
 from mcp.server import Server, ServerRequestContext
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import (
-    CLIENT_INFO_META_KEY,
     CallToolRequestParams,
     CallToolResult,
     ListToolsResult,
     PaginatedRequestParams,
 )
-from starlette.datastructures import Headers
-from starlette.types import Message, Receive, Scope, Send
 
 from inbots import __version__
-from inbots.api.errors import envelope, error_response
-from inbots.auth import service as auth
-from inbots.auth.service import Caller
-from inbots.config import Settings
-from inbots.db.engine import Database
-from inbots.dispatch.effects import Dispatch
-from inbots.errors import Forbidden, InbotsError, Invalid, Unauthorized
-from inbots.kit.ids import new_id
+from inbots.errors import InbotsError, Invalid
 from inbots.limits import Limits
-from inbots.mcp.backends import Backend, LocalBackend
+from inbots.mcp.backends import Backend
 from inbots.mcp.tools import INSTRUCTIONS, failure, tool_specs
-
-MCP_SESSION_HEADER = "mcp-session-id"
-CALLER = "inbots.caller"
-"""The ASGI scope key holding the authenticated :class:`~inbots.auth.service.Caller`."""
-
-
-def _client_of(body: bytes) -> tuple[str | None, str | None]:
-    """The JSON-RPC method of a request body and the client it names (``name/version``, from
-    ``initialize``'s clientInfo or the stateless era's ``_meta``); Nones when there is none."""
-    try:
-        data = json.loads(body) if body else None
-    except ValueError:
-        return None, None
-    if isinstance(data, list):
-        data = data[0] if data else None
-    if not isinstance(data, dict):
-        return None, None
-    method = data.get("method")
-    params = data.get("params")
-    info = None
-    if isinstance(params, dict):
-        info = params.get("clientInfo")
-        meta = params.get("_meta")
-        if info is None and isinstance(meta, dict):
-            info = meta.get(CLIENT_INFO_META_KEY)
-    client = None
-    if isinstance(info, dict) and isinstance(info.get("name"), str):
-        version = info.get("version")
-        client = info["name"] + (f"/{version}" if isinstance(version, str) and version else "")
-    return (method if isinstance(method, str) else None), client
-
 
 BackendFor = Callable[[ServerRequestContext[Any, Any]], Backend]
 
@@ -121,117 +60,3 @@ def build_server(backend_for: BackendFor, limits: Limits) -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
-
-
-class McpEndpoint:
-    def __init__(self, db: Database, dispatch: Dispatch, settings: Settings) -> None:
-        self.db = db
-        self.dispatch = dispatch
-        self.settings = settings
-        self.server = build_server(self._backend_for, Limits.of(settings))
-        self._manager: StreamableHTTPSessionManager | None = None
-
-    @asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        """Run the SDK's session manager; enter this inside the app's lifespan."""
-        manager = StreamableHTTPSessionManager(app=self.server, stateless=True, json_response=True)
-        async with manager.run():
-            self._manager = manager
-            try:
-                yield
-            finally:
-                self._manager = None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        manager = self._manager
-        if scope["type"] != "http" or manager is None:
-            response = envelope(
-                503,
-                "service_unavailable",
-                "The MCP endpoint is not running; try again in a moment.",
-                headers={"Retry-After": "1"},
-            )
-            await response(scope, receive, send)
-            return
-        headers = Headers(scope=scope)
-        received: list[Message] = []
-        if scope["method"] == "POST":
-            while True:  # the body is capped by the BodyLimit middleware
-                message = await receive()
-                received.append(message)
-                if message["type"] != "http.request" or not message.get("more_body", False):
-                    break
-        method, client = _client_of(b"".join(m.get("body", b"") for m in received))
-        mcp_key = headers.get(MCP_SESSION_HEADER)
-        minted = None
-        if mcp_key is None or not auth.MCP_SESSION_ID.fullmatch(mcp_key):
-            mcp_key = None
-            if method == "initialize":
-                mcp_key = minted = new_id("ses")
-            elif client is not None:
-                mcp_key = f"client:{client}"
-
-        def session() -> auth.SessionSeen | None:
-            return auth.session_seen(
-                self.settings,
-                headers.get(auth.SESSION_HEADER),
-                mcp_key=mcp_key,
-                mcp_client=client,
-            )
-
-        try:
-            caller = await anyio.to_thread.run_sync(
-                self._authenticate, headers.get("authorization"), session
-            )
-        except InbotsError as exc:
-            await error_response(exc)(scope, receive, send)
-            return
-        if scope["method"] != "POST":
-            # Stateless: no session to resume or delete, and nothing is ever pushed on a GET
-            # stream. The transport spec allows 405 for both; clients then just POST.
-            response = envelope(
-                405,
-                "method_not_allowed",
-                "The MCP endpoint takes JSON-RPC messages by POST; it offers no GET stream "
-                "and no sessions to delete.",
-                headers={"Allow": "POST"},
-            )
-            await response(scope, receive, send)
-            return
-        scope[CALLER] = caller
-
-        async def replay() -> Message:
-            return received.pop(0) if received else await receive()
-
-        async def send_with_session(message: Message) -> None:
-            if minted is not None and message["type"] == "http.response.start":
-                message = {
-                    **message,
-                    "headers": [
-                        *message.get("headers", []),
-                        (MCP_SESSION_HEADER.encode(), minted.encode()),
-                    ],
-                }
-            await send(message)
-
-        await manager.handle_request(scope, replay, send_with_session)
-
-    def _authenticate(
-        self, authorization: str | None, session: Callable[[], auth.SessionSeen | None]
-    ) -> Caller:
-        """The agent behind the bearer key, as the HTTP API resolves it (and its activity and
-        session stamped), or 401; the operator token is 403."""
-        caller = auth.resolve(self.db, self.dispatch, authorization, session)
-        if caller.is_operator:
-            raise Forbidden(
-                "The MCP tools are for agents: connect with an agent key (agt_…), not the "
-                "operator token."
-            )
-        return caller
-
-    def _backend_for(self, ctx: ServerRequestContext[Any, Any]) -> Backend:
-        request = ctx.request
-        caller = request.scope.get(CALLER) if request is not None else None
-        if not isinstance(caller, Caller):  # cannot happen behind __call__; refuse, never guess
-            raise Unauthorized("Send an Authorization: Bearer <token> header.")
-        return LocalBackend(self.db, self.dispatch, self.settings, caller)

@@ -22,7 +22,7 @@ from mcp.server.stdio import stdio_server
 
 from inbots.errors import InbotsError
 from inbots.limits import Limits
-from inbots.mcp.backends import HttpBackend
+from inbots.mcp.remote import HttpBackend
 from inbots.mcp.server import build_server
 
 # How long start-up waits for the server's limits before it goes on with the defaults: a

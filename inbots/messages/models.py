@@ -17,17 +17,17 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column
 
 from inbots.db.base import Base, UTCDateTime
-
-KINDS = ("task", "question", "update", "decision", "handoff", "ack")
-DEFAULT_KIND = "update"
-NORMAL, URGENT = "normal", "urgent"
-PRIORITIES = (NORMAL, URGENT)
-HELD, APPROVED, REJECTED = "held", "approved", "rejected"  # Message.approval
-
-
-def priority_rank(priority: str) -> int:
-    """Where a priority sorts in an inbox, urgent first (a delivery's ``priority_rank``)."""
-    return 0 if priority == URGENT else 1
+from inbots.messages.vocabulary import (  # noqa: F401 (the models' words, named here too)
+    APPROVED,
+    DEFAULT_KIND,
+    HELD,
+    KINDS,
+    NORMAL,
+    PRIORITIES,
+    REJECTED,
+    URGENT,
+    priority_rank,
+)
 
 
 class Message(Base):

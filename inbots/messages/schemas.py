@@ -6,7 +6,7 @@ from inbots.deliveries.schemas import DeliveryRead, Receipt
 from inbots.errors import Invalid
 from inbots.kit.schema import Model, Request, Timestamp, choice
 from inbots.limits import bounds
-from inbots.messages.models import KINDS, PRIORITIES
+from inbots.messages.vocabulary import KINDS, PRIORITIES
 
 
 class MessageCreate(Request):

@@ -21,7 +21,8 @@ from inbots.deliveries import receipts
 from inbots.deliveries import service as deliveries
 from inbots.deliveries.models import Delivery
 from inbots.deliveries.schemas import OUTCOMES, AckRequest
-from inbots.deliveries.state import STATES, state_filter, state_of
+from inbots.deliveries.state import STATES, state_of
+from inbots.deliveries.state_sql import state_filter
 from inbots.dispatch.jobs import Job
 from inbots.errors import (
     Expired,

@@ -21,7 +21,8 @@ from inbots.auth.service import Caller
 from inbots.config import Settings
 from inbots.db.uow import UnitOfWork, reads
 from inbots.deliveries.models import Delivery, DeliveryAttempt
-from inbots.deliveries.state import STATES, state_filter, state_sql
+from inbots.deliveries.state import STATES
+from inbots.deliveries.state_sql import state_filter, state_sql
 from inbots.dispatch.broker import broker_state
 from inbots.heartbeats.service import RENOTIFY, last_beat
 from inbots.kit.clock import utcnow

@@ -2,15 +2,12 @@
 
 Stored on the agent row as the chosen types joined by commas (``agents.webhook_events``, never
 empty of meaning: the empty string is "none"), so the renotify sweep can ask SQL whether a row's
-recipient still wants its type (:func:`wants`) without loading anyone.
+recipient still wants its type (:func:`inbots.webhooks.wanted.wants`) without loading anyone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-from sqlalchemy import ColumnElement, literal
-from sqlalchemy.orm import InstrumentedAttribute
 
 from inbots.errors import Invalid
 
@@ -71,12 +68,3 @@ def decode(stored: str | None) -> list[str]:
 
 def subscribed(stored: str | None, event_type: str) -> bool:
     return event_type in decode(stored)
-
-
-def wants(
-    column: InstrumentedAttribute[str], event_type: str | ColumnElement[str]
-) -> ColumnElement[bool]:
-    """SQL: the agent whose ``webhook_events`` is ``column`` receives ``event_type`` (a type, or
-    a column holding one)."""
-    wanted = literal(event_type) if isinstance(event_type, str) else event_type
-    return (literal(",") + column + literal(",")).like(literal("%,") + wanted + literal(",%"))
