@@ -329,30 +329,26 @@ def test_approval_requested_reaches_the_alert_webhook_after_the_commit(
             ws = uow.session.scalars(
                 select(Agent.workspace_id).where(Agent.username == "writer")
             ).one()
+
+        def request_approval(summary: str) -> None:
+            with unit_of_work(database, server.app.state.dispatch) as uow:
+                approval_requested(
+                    uow,
+                    ws,
+                    sent["message"]["id"],
+                    thread_id=thread["id"],
+                    sender="writer",
+                    kind="task",
+                    priority="urgent",
+                    summary=summary,
+                )
+                if summary == "rolled back":
+                    raise RuntimeError("rollback")
+
         # A unit that rolls back raises nothing.
-        with pytest.raises(RuntimeError), unit_of_work(database, server.app.state.dispatch) as uow:
-            approval_requested(
-                uow,
-                ws,
-                sent["message"]["id"],
-                thread_id=thread["id"],
-                sender="writer",
-                kind="task",
-                priority="urgent",
-                summary="rolled back",
-            )
-            raise RuntimeError("rollback")
-        with unit_of_work(database, server.app.state.dispatch) as uow:
-            approval_requested(
-                uow,
-                ws,
-                sent["message"]["id"],
-                thread_id=thread["id"],
-                sender="writer",
-                kind="task",
-                priority="urgent",
-                summary="Deploy " + "x" * 150,
-            )
+        with pytest.raises(RuntimeError):
+            request_approval("rolled back")
+        request_approval("Deploy " + "x" * 150)
         (alert,) = alerts_of(hook, secret, "approval.requested", 1)
         time.sleep(0.3)
         with hook.lock:
