@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, func, or_, select, update
+from sqlalchemy import ColumnElement, and_, func, or_, select, update
 
 from inbots.agents import service as agents
 from inbots.agents.models import Agent
@@ -221,12 +221,10 @@ def inbox(
                 and_(Delivery.priority_rank == rank, Delivery.id > last_id),
             )
         )
-    # The waiting count rides along as a scalar subquery (computed once per statement): one
-    # statement, not two; only an empty page asks for it on its own.
+    waiting = waiting_count(uow, caller)
     listing = (
         select(
             Delivery,
-            _waiting(caller).correlate(None).scalar_subquery(),  # not the row's own: all of it
             Thread.title,
             Thread.ref,
             Agent.username,
@@ -252,7 +250,6 @@ def inbox(
         rows = [row for half in halves for row in uow.session.execute(listing.where(half))]
         rows.sort(key=lambda row: (row[0].priority_rank, row[0].id))
         rows = rows[: count + 1]
-    waiting = rows[0][1] if rows else waiting_count(uow, caller)
     page, following = rows[:count], len(rows) > count
     deliveries = [r[0] for r in page]
     if bodies:
@@ -274,7 +271,7 @@ def inbox(
             state=state_of(d),
             body=body if bodies else None,
         )
-        for d, _, title, ref, sender, kind, message_priority, summary, body, sent_at in page
+        for d, title, ref, sender, kind, message_priority, summary, body, sent_at in page
     ]
     last = deliveries[-1] if deliveries else None
     next_cursor = (
@@ -290,19 +287,16 @@ def inbox(
     )
 
 
-def _waiting(caller: Caller) -> Select[tuple[int]]:
-    return (
+@reads
+def waiting_count(uow: UnitOfWork, caller: Caller) -> int:
+    """How many unacknowledged deliveries the caller has in threads that are not closed."""
+    total = uow.session.scalar(
         select(func.count())
         .select_from(Delivery)
         .join(Thread, Thread.id == Delivery.thread_id)
         .where(*_open_inbox(caller))
     )
-
-
-@reads
-def waiting_count(uow: UnitOfWork, caller: Caller) -> int:
-    """How many unacknowledged deliveries the caller has in threads that are not closed."""
-    return uow.session.scalar(_waiting(caller)) or 0
+    return total or 0
 
 
 @reads
