@@ -1,6 +1,6 @@
-"""Per-request overhead: the caller lookup is one statement (on PostgreSQL outside any
-transaction, while its activity stamp stays a transaction), and a page of the inbox with nothing
-to stamp writes nothing and still counts every waiting delivery."""
+"""Per-request overhead: the caller lookup is one read statement (its activity stamp apart),
+and a page of the inbox with nothing to stamp writes nothing and still counts every waiting
+delivery."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import event, text
+from sqlalchemy import event
 
 from inbots.auth.service import Caller as AuthCaller
 from inbots.auth.service import authenticate, resolve
@@ -21,18 +21,14 @@ from tests.helpers import Api
 
 
 @contextmanager
-def _recorded(database: Database) -> Iterator[list[tuple[str, bool | None]]]:
-    """This thread's SQL statements (BEGIN left out: SQLite's is emitted as a statement), each
-    with whether its PostgreSQL connection was in autocommit (None on SQLite)."""
-    seen: list[tuple[str, bool | None]] = []
+def _recorded(database: Database) -> Iterator[list[str]]:
+    """This thread's SQL statements (BEGIN left out: SQLite's is emitted as a statement)."""
+    seen: list[str] = []
     me = threading.get_ident()
 
-    def record(conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
-        if threading.get_ident() != me or statement.upper().startswith("BEGIN"):
-            return
-        dbapi = conn.connection.dbapi_connection
-        autocommit = dbapi.autocommit if database.dialect == "postgresql" else None
-        seen.append((statement, autocommit))
+    def record(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+        if threading.get_ident() == me and not statement.upper().startswith("BEGIN"):
+            seen.append(statement)
 
     event.listen(database.engine, "before_cursor_execute", record)
     try:
@@ -46,29 +42,15 @@ def _caller_for(database: Database, key: str) -> AuthCaller:
         return authenticate(uow, key)
 
 
-def test_caller_lookup_is_one_statement_outside_a_transaction(api: Api, database: Database) -> None:
+def test_caller_lookup_is_one_read_statement(api: Api, database: Database) -> None:
     reader = api.agent("lookup-reader")
     with _recorded(database) as seen:
         caller = resolve(database, None, f"Bearer {reader.token}")
     assert caller.username == "lookup-reader"
-    reads = [(s, a) for s, a in seen if s.lstrip().upper().startswith("SELECT")]
-    writes = [(s, a) for s, a in seen if s.lstrip().upper().startswith(("UPDATE", "INSERT"))]
+    reads = [s for s in seen if s.lstrip().upper().startswith("SELECT")]
+    writes = [s for s in seen if s.lstrip().upper().startswith(("UPDATE", "INSERT"))]
     assert len(reads) == 1, seen
     assert writes, seen  # a first call is due for its activity stamp
-    if database.dialect == "postgresql":
-        assert reads[0][1] is True  # the lookup: no BEGIN/ROLLBACK round trips around it
-        assert all(autocommit is False for _, autocommit in writes)  # the stamp: a transaction
-
-
-def test_writes_still_run_in_a_transaction(api: Api, database: Database) -> None:
-    """The autocommit lookup session leaves the pool's connections as they were: a writer's unit
-    after it is still one transaction."""
-    reader = api.agent("txn-reader")
-    resolve(database, None, f"Bearer {reader.token}")
-    with _recorded(database) as seen, unit_of_work(database) as uow:
-        uow.session.execute(text("SELECT 1"))
-    if database.dialect == "postgresql":
-        assert seen and all(autocommit is False for _, autocommit in seen), seen
 
 
 def test_inbox_page_with_nothing_to_stamp_only_reads_and_counts_all_waiting(
@@ -87,7 +69,7 @@ def test_inbox_page_with_nothing_to_stamp_only_reads_and_counts_all_waiting(
 
     with _recorded(database) as seen:
         page = listing(1)()
-    statements = [s for s, _ in seen if not s.upper().startswith(("COMMIT", "ROLLBACK"))]
+    statements = [s for s in seen if not s.upper().startswith(("COMMIT", "ROLLBACK"))]
     assert len(statements) == 2, statements  # the count and the page; nothing to stamp
     assert all(s.lstrip().upper().startswith("SELECT") for s in statements), statements
     # The count is the inbox's, not the page's (nor the one row's).

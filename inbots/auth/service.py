@@ -286,8 +286,7 @@ def resolve(
             seen = session()
         except Invalid as exc:
             bad_session = exc  # told once the token is known good: 401 comes first
-    # One indexed SELECT: no transaction around it (see Database.session's single_read).
-    with unit_of_work(db, effects, single_read=True) as uow:
+    with unit_of_work(db, effects, readonly=True) as uow:
         caller = authenticate(uow, token, seen)
     if bad_session is not None:
         raise bad_session

@@ -111,24 +111,8 @@ class Database:
             expire_on_commit=False,
             autoflush=False,
         )
-        # One read statement needs no transaction around it: on PostgreSQL it runs in
-        # autocommit, which saves the BEGIN and ROLLBACK round trips (the caller lookup of every
-        # request). SQLite's deferred BEGIN costs nothing: it keeps the read factory.
-        self._single = (
-            sessionmaker(
-                self.engine.execution_options(isolation_level="AUTOCOMMIT"),
-                expire_on_commit=False,
-                autoflush=False,
-            )
-            if self.dialect == "postgresql"
-            else self._read
-        )
 
-    def session(self, *, readonly: bool = False, single_read: bool = False) -> Session:
-        """A session; ``single_read`` is for a unit that runs one read statement and nothing
-        else (no snapshot to share between statements, nothing to roll back)."""
-        if single_read:
-            return self._single()
+    def session(self, *, readonly: bool = False) -> Session:
         return (self._read if readonly else self._write)()
 
     def dispose(self) -> None:

@@ -90,14 +90,11 @@ def unit_of_work(
     *,
     readonly: bool = False,
     deferred: bool = False,
-    single_read: bool = False,
 ) -> Iterator[UnitOfWork]:
     """One transaction. ``readonly`` rolls back at the end (and sends no effects); ``deferred``
     (SQLite) begins without the write lock and takes it only if the work writes (see
-    :func:`run_unit`); ``single_read`` (implies ``readonly``) is for work that is one read
-    statement: on PostgreSQL it runs without a transaction around it (autocommit)."""
-    readonly = readonly or single_read
-    session = db.session(readonly=readonly or deferred, single_read=single_read)
+    :func:`run_unit`)."""
+    session = db.session(readonly=readonly or deferred)
     uow = UnitOfWork(session, db.settings, effects)
     try:
         yield uow
