@@ -75,7 +75,7 @@ async def context(
     request: Request,
     _documented: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Context:
-    caller = getattr(request.state, "caller", None)
+    caller: Caller | None = getattr(request.state, "caller", None)
     if caller is None:
         caller = await run_in_threadpool(
             resolve_caller, request, request.headers.get("authorization")
