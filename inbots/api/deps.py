@@ -69,22 +69,26 @@ _bearer = HTTPBearer(
 )
 
 
-def context(
+# The dependencies below are async on purpose: FastAPI runs a sync dependency in a worker-thread
+# hop of its own, and under an AuthFirstRoute the caller is already resolved (no I/O left here).
+async def context(
     request: Request,
     _documented: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Context:
-    caller = getattr(request.state, "caller", None)
+    caller: Caller | None = getattr(request.state, "caller", None)
     if caller is None:
-        caller = resolve_caller(request, request.headers.get("authorization"))
+        caller = await run_in_threadpool(
+            resolve_caller, request, request.headers.get("authorization")
+        )
     return Context(request, caller)
 
 
-def operator_context(ctx: Annotated[Context, Depends(context)]) -> Context:
+async def operator_context(ctx: Annotated[Context, Depends(context)]) -> Context:
     ctx.caller.require_operator()
     return ctx
 
 
-def agent_context(ctx: Annotated[Context, Depends(context)]) -> Context:
+async def agent_context(ctx: Annotated[Context, Depends(context)]) -> Context:
     ctx.caller.require_agent()
     return ctx
 

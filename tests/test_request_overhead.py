@@ -1,0 +1,81 @@
+"""Per-request overhead: the caller lookup is one read statement (its activity stamp apart),
+and a page of the inbox with nothing to stamp writes nothing and still counts every waiting
+delivery."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import event
+
+from inbots.auth.service import Caller as AuthCaller
+from inbots.auth.service import authenticate, resolve
+from inbots.db.engine import Database
+from inbots.db.uow import run_unit, unit_of_work
+from inbots.deliveries import service as deliveries
+from inbots.deliveries.schemas import Inbox
+from tests.helpers import Api
+
+
+@contextmanager
+def _recorded(database: Database) -> Iterator[list[str]]:
+    """This thread's SQL statements (BEGIN left out: SQLite's is emitted as a statement)."""
+    seen: list[str] = []
+    me = threading.get_ident()
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+        if threading.get_ident() == me and not statement.upper().startswith("BEGIN"):
+            seen.append(statement)
+
+    event.listen(database.engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(database.engine, "before_cursor_execute", record)
+
+
+def _caller_for(database: Database, key: str) -> AuthCaller:
+    with unit_of_work(database, readonly=True) as uow:
+        return authenticate(uow, key)
+
+
+def test_caller_lookup_is_one_read_statement(api: Api, database: Database) -> None:
+    reader = api.agent("lookup-reader")
+    with _recorded(database) as seen:
+        caller = resolve(database, None, f"Bearer {reader.token}")
+    assert caller.username == "lookup-reader"
+    reads = [s for s in seen if s.lstrip().upper().startswith("SELECT")]
+    writes = [s for s in seen if s.lstrip().upper().startswith(("UPDATE", "INSERT"))]
+    assert len(reads) == 1, seen
+    assert writes, seen  # a first call is due for its activity stamp
+
+
+def test_inbox_page_with_nothing_to_stamp_only_reads_and_counts_all_waiting(
+    api: Api, database: Database
+) -> None:
+    sender = api.agent("page-sender")
+    reader = api.agent("page-reader")
+    thread = sender.open_thread("Paged", ["page-reader"])
+    for i in range(3):
+        sender.send(thread["id"], f"note {i}")
+    reader.inbox()  # shown once: the next listing has nothing to stamp
+    caller = _caller_for(database, reader.token)
+
+    def listing(limit: int) -> Callable[[], Inbox]:
+        return lambda: run_unit(database, None, deliveries.inbox, caller, limit)
+
+    with _recorded(database) as seen:
+        page = listing(1)()
+    statements = [s for s in seen if not s.upper().startswith(("COMMIT", "ROLLBACK"))]
+    assert len(statements) == 2, statements  # the count and the page; nothing to stamp
+    assert all(s.lstrip().upper().startswith("SELECT") for s in statements), statements
+    # The count is the inbox's, not the page's (nor the one row's).
+    assert (page.returned, page.waiting, page.more) == (1, 3, True)
+
+    ids = [item["delivery_id"] for item in reader.inbox()["items"]]
+    reader.ok("POST", "/acks", json={"ids": ids})
+    empty = listing(5)()
+    assert (empty.returned, empty.waiting, empty.more) == (0, 0, False)
