@@ -211,6 +211,7 @@ class Rig:
     slow: ReceiverProcess
     metrics_port: int
     errors: list[str] = field(default_factory=list)
+    second: CeleryWorker | None = None  # a second worker process, for the two-worker drain
 
     def error(self, message: str) -> None:
         self.errors.append(message)
@@ -351,11 +352,15 @@ def arrival_rates(times: Sequence[float]) -> dict[str, float]:
 # --- Inbots: drain a pre-filled queue ------------------------------------------------------
 
 
-def drain_round(rig: Rig) -> dict[str, Any]:
+def drain_round(rig: Rig, workers: int = 1) -> dict[str, Any]:
     """Pre-fill the broker with the worker stopped, then start it and time the drain. The worker
-    is left running (idle), for the steady phase or until the next pre-fill stops it."""
+    is left running (idle), for the steady phase or until the next pre-fill stops it. With
+    ``workers=2`` a second worker process drains beside it (and is stopped after)."""
     plan = rig.plan
+    second = rig.second if workers == 2 else None
     rig.worker.stop()
+    if rig.second is not None:
+        rig.second.stop()
     rig.receiver.reset()
     since = datetime.now(UTC)
     if rig.queued():
@@ -377,8 +382,18 @@ def drain_round(rig: Rig) -> dict[str, Any]:
     if queued != expected:
         rig.error(f"pre-fill: {queued} jobs queued for {expected} webhook deliveries")
     rig.worker.start()
-    rig.receiver.wait_for(expected, timeout=max(60, expected / 10), alive=rig.worker.check)
+    if second is not None:
+        second.start()
+
+    def alive() -> None:
+        rig.worker.check()
+        if second is not None:
+            second.check()
+
+    rig.receiver.wait_for(expected, timeout=max(60, expected / 10), alive=alive)
     rig.wait_notified(since, expected)
+    if second is not None:
+        second.stop()
     arrivals = rig.receiver.arrivals()
     times = [a.at for a in arrivals]  # the worker stays up, idle, until the next pre-fill
     rates = arrival_rates(times)
@@ -735,6 +750,20 @@ def measure(rig: Rig) -> dict[str, Any]:
 
     alternate(plan.rounds, drain, loop)
 
+    # Horizontal scaling: the same drain with a second worker process beside the first.
+    two = drain_round(rig, workers=2)
+    one = statistics.mean(d["per_second"] for d in drains)
+    del two["_arrivals"]
+    two_workers = {
+        **two,
+        "one_worker_per_second": one,
+        "ratio": two["per_second"] / one if one else None,
+    }
+    log(
+        f"  drain with two workers: {two['notifications']} notifications at "
+        f"{two['per_second']:.1f}/s ({two_workers['ratio']:.2f} x one worker's {one:.1f}/s)"
+    )
+
     started = time.perf_counter()
     steady = steady_phase(rig)
     log(
@@ -772,6 +801,7 @@ def measure(rig: Rig) -> dict[str, Any]:
         "paced": paced,
         "behind_backlog": behind,
         "fairness": fairness,
+        "two_workers": two_workers,
     }
 
 
@@ -842,8 +872,15 @@ def run_backend(backend: str, plan: Plan, pg_admin_url: str) -> dict[str, Any]:
             )
         worker = CeleryWorker(env, plan.concurrency, MODEL_MODULES if unresolved else ())
         stack.callback(worker.close)
+        second = CeleryWorker(
+            {**env, "INBOTS_WORKER_METRICS_PORT": str(free_port())},
+            plan.concurrency,
+            worker.include,
+        )
+        stack.callback(second.close)
         world = build_world(plan, api.url, workspace.token, receiver.url, slow.url)
         rig = Rig(backend, plan, db, redis, receiver, api, worker, world, slow, metrics_port)
+        rig.second = second
         try:
             measured = measure(rig)
         except Exception:
@@ -912,6 +949,12 @@ def render(result: dict[str, Any]) -> str:
         f"  Steady phase: accepted->receiver arrival p50 {to_receiver['p50_ms']:.1f} / p99 "
         f"{to_receiver['p99_ms']:.1f} ms; API send p50 {steady['send_p50_ms']:.1f} ms.",
     ]
+    two = result.get("two_workers")
+    if two and two.get("ratio"):
+        lines.append(
+            f"  Two worker processes: the same drain at {two['per_second']:.1f}/s, "
+            f"{two['ratio']:.2f} x one worker's {two['one_worker_per_second']:.1f}/s."
+        )
     if per_second and plan["steady_rate"] > per_second / 2:
         lines.append(
             f"  NOTE: {plan['steady_rate']:g}/s is more than half the drain rate: latency includes "
