@@ -21,6 +21,7 @@ counts what would go, ``--dry-run``).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -148,6 +149,29 @@ def _delete_batch(session: Session, ids: list[str]) -> PurgeReport:
     )
 
 
+def _in_batches(
+    db: Database,
+    report: PurgeReport,
+    expired: Select[str],
+    locked: type[Thread] | type[Event],
+    size: int,
+    delete_batch: Callable[[Session, list[str]], PurgeReport],
+) -> None:
+    """Delete what ``expired`` selects, ``size`` rows per short transaction (rows another purge
+    holds are skipped), until a batch comes back short."""
+    while True:
+        with unit_of_work(db) as uow:
+            ids = list(
+                uow.session.scalars(
+                    expired.limit(size).with_for_update(of=locked, skip_locked=True)
+                )
+            )
+            if ids:
+                report.add(delete_batch(uow.session, ids))
+        if len(ids) < size:
+            return
+
+
 def purge(
     db: Database,
     settings: Settings,
@@ -171,32 +195,9 @@ def purge(
             counted.add(_count_alerts(uow.session, cutoff))
         report.add(counted)
         return report
-    while True:
-        with unit_of_work(db) as uow:
-            ids = list(
-                uow.session.scalars(
-                    _expired_threads(cutoff)
-                    .limit(settings.retention_batch_size)
-                    .with_for_update(of=Thread, skip_locked=True)
-                )
-            )
-            if ids:
-                report.add(_delete_batch(uow.session, ids))
-        if len(ids) < settings.retention_batch_size:
-            break
-    while True:
-        with unit_of_work(db) as uow:
-            ids = list(
-                uow.session.scalars(
-                    _expired_alerts(cutoff)
-                    .limit(settings.retention_batch_size)
-                    .with_for_update(of=Event, skip_locked=True)
-                )
-            )
-            if ids:
-                report.add(_delete_alerts(uow.session, ids))
-        if len(ids) < settings.retention_batch_size:
-            break
+    batch = settings.retention_batch_size
+    _in_batches(db, report, _expired_threads(cutoff), Thread, batch, _delete_batch)
+    _in_batches(db, report, _expired_alerts(cutoff), Event, batch, _delete_alerts)
     if report.threads or report.events:
         done = {k: v for k, v in asdict(report).items() if k != "cutoff"}
         log.info("retention purge", extra=done)
