@@ -46,8 +46,10 @@ SCHEDULE = (0.2, 0.4, 0.8)
 JITTER = 0.2
 TIMEOUT = 1.0
 # What a loaded 2-core machine may add to a countdown: the attempt itself, recording it,
-# publishing the retry, the worker's timer, claiming. Generous, but far below the next step.
-SLACK = 0.5
+# publishing the retry, the worker's timer, claiming. Four test processes on two cores have
+# added 0.51 s. The bound still fails a retry that ignores the test's schedule (the default
+# one's steps are 1, 12 and 148 s).
+SLACK = 1.0
 
 
 def gaps(requests: list[Received]) -> list[float]:
