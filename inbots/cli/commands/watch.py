@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 import time
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -43,11 +46,29 @@ def watch(
     if once:
         print_human(frame(op.api, view))
         return
-    with suppress(KeyboardInterrupt):  # Ctrl-C is the normal way out
+    with suppress(KeyboardInterrupt), ctrl_c() as stopped:  # Ctrl-C is the normal way out
         if on_terminal():
-            watch_live(op.api, interval, view)
+            watch_live(op.api, interval, view, stopped)
         else:
-            watch_frames(op.api, interval, view)
+            watch_frames(op.api, interval, view, stopped)
+
+
+@contextmanager
+def ctrl_c() -> Iterator[threading.Event]:
+    """Ctrl-C raises KeyboardInterrupt as usual and also sets the event the loops check: an
+    interrupt that lands in code which swallows exceptions (a finaliser, a garbage-collector
+    callback) still ends the watch at the next refresh."""
+    stopped = threading.Event()
+
+    def on_sigint(_signum: int, _frame: object) -> None:
+        stopped.set()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield stopped
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @dataclass(frozen=True)
@@ -59,16 +80,16 @@ class View:
     limit: int
 
 
-def watch_live(api: Client, interval: float, view: View) -> None:
+def watch_live(api: Client, interval: float, view: View, stopped: threading.Event) -> None:
     header = Spinner("dots", text=Text(f"watching {api.url} (every {interval:g} s; Ctrl-C stops)"))
     with Live(console=out, refresh_per_second=8) as live:
-        while True:
+        while not stopped.is_set():
             live.update(Group(header, frame_or_outage(api, view)))
             time.sleep(interval)
 
 
-def watch_frames(api: Client, interval: float, view: View) -> None:
-    while True:
+def watch_frames(api: Client, interval: float, view: View, stopped: threading.Event) -> None:
+    while not stopped.is_set():
         print_human(frame_or_outage(api, view))
         sys.stdout.flush()
         time.sleep(interval)
