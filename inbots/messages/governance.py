@@ -18,7 +18,8 @@
   lock is taken *exclusive*: sends to that recipient queue, and each counts exactly (one
   statement over ``ix_deliveries_caps``), sets the ledger to the exact figures and is refused
   only if the exact count passes a cap. So two web processes can never both pass the last free
-  place, and a recipient far from its caps costs a send three small statements and no wait.
+  place, and a recipient far from its caps costs a send one statement (the ``inbots_admit``
+  function of migration 0018: token, ledger, locks and the read under them) and no wait.
   SQLite's ``BEGIN IMMEDIATE`` runs one writer at a time: there is nothing in flight, no lock
   and no margin. Locks are taken in one key order, so sends never deadlock.
 - **Rate limit**: each agent has a token bucket (``send_buckets``) of ``rate_limit_burst``
@@ -38,7 +39,7 @@ import time
 import weakref
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, Engine, Float, case, cast, func, literal, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -86,70 +87,69 @@ def admit(uow: UnitOfWork, caller: Caller, recipients: Sequence[tuple[str, str]]
 
 @dataclass
 class _Counted:
-    """What a send's one counting statement found: the caller's tokens left after spending one
-    (None: not rate-limited), and per recipient its (recipient, caller) ledger row with this
-    send in it and the recipient's ledger sum (an upper bound of what the caps count)."""
+    """What a send's counting found: the caller's tokens left after spending one (None: not
+    rate-limited), and per recipient its (recipient, caller) ledger row with this send in it and
+    the recipient's ledger sum (an upper bound of what the caps count; on PostgreSQL read under
+    the recipient's lock), and which recipients PostgreSQL locked exclusively."""
 
     tokens: float | None
     pairs: dict[str, int]
     estimates: dict[str, int]
+    exclusive: set[str] = field(default_factory=set)  # PostgreSQL: locked exclusive
 
 
-# PostgreSQL counts a send in one statement: the token bucket's upsert, the pair rows' upsert
-# (one row per recipient, in id order, so two sends of one sender lock them in one order), and
-# each recipient's ledger sum as this transaction sees it. Plain SQL: it runs on every send.
-_SPEND = """spent AS (
-    INSERT INTO send_buckets AS b (agent_id, tokens, stamp)
-    VALUES (%(agent)s, %(burst)s - 1, %(now)s)
-    ON CONFLICT (agent_id) DO UPDATE SET
-        tokens = LEAST(b.tokens + (%(now)s - b.stamp) * %(per_second)s, %(burst)s) - 1,
-        stamp = %(now)s
-    RETURNING tokens)"""
-_PAIRS = """counted AS (
-    INSERT INTO cap_ledger AS l (recipient_id, sender_id, open_count)
-    SELECT r, %(agent)s, 1 FROM unnest(CAST(%(recipients)s AS varchar[])) AS r
-    ON CONFLICT (recipient_id, sender_id) DO UPDATE SET open_count = l.open_count + 1
-    RETURNING recipient_id, open_count)"""
-_SUMS = """SELECT c.recipient_id, c.open_count, c.open_count + COALESCE((
-        SELECT sum(o.open_count) FROM cap_ledger o
-        WHERE o.recipient_id = c.recipient_id AND o.sender_id <> %(agent)s), 0), {tokens}
-    FROM counted c"""
-_COUNT_SQL = {
-    (True, True): f"WITH {_SPEND}, {_PAIRS} " + _SUMS.format(tokens="(SELECT tokens FROM spent)"),
-    (True, False): f"WITH {_SPEND} SELECT NULL, NULL, NULL, tokens FROM spent",
-    (False, True): f"WITH {_PAIRS} " + _SUMS.format(tokens="NULL"),
-}
-_RESUM_SQL = (
-    "SELECT recipient_id, sum(open_count) FROM cap_ledger "
-    "WHERE recipient_id = ANY(CAST(%(recipients)s AS varchar[])) GROUP BY recipient_id"
+# PostgreSQL admits a send in one statement: ``inbots_admit`` (migration 0018) spends the token,
+# upserts the pair rows (in the order given), takes each recipient's lock in key order (exclusive
+# for those near a cap by the ledger as it stood) and, with a fresh snapshot, reads each
+# recipient's ledger sum again under its lock.
+_ADMIT_SQL = (
+    "SELECT recipient_id, pair_count, total, exclusive, tokens FROM inbots_admit("
+    "%(agent)s, CAST(%(recipients)s AS varchar[]), CAST(%(keys)s AS integer[]), %(limited)s, "
+    "%(burst)s, %(per_second)s, %(now)s, %(space)s, %(pair_cap)s, %(exclusive_above)s)"
 )
+
+# Advisory-lock namespace of the caps (the first key of pg_advisory_xact_lock(int, int)).
+_LOCK_SPACE = 0x1B07
+
+
+def _lock_key(recipient_id: str) -> int:
+    return zlib.crc32(recipient_id.encode()) & 0x7FFFFFFF
 
 
 def _count_postgres(
     uow: UnitOfWork, agent_id: str, recipient_ids: list[str], limited: bool
 ) -> _Counted:
     s = uow.settings
+    margin = _in_flight_bound(uow) if s.cap_per_recipient else 0
     rows = (
         uow.session.connection()
         .exec_driver_sql(
-            _COUNT_SQL[limited, bool(recipient_ids)],
+            _ADMIT_SQL,
             {
                 "agent": agent_id,
                 "recipients": recipient_ids,
+                "keys": [_lock_key(rid) for rid in recipient_ids],
+                "limited": limited,
                 "burst": float(s.rate_limit_burst),
                 "per_second": s.rate_limit_per_minute / 60.0,
                 "now": time.time(),
+                "space": _LOCK_SPACE,
+                "pair_cap": s.cap_per_pair,
+                "exclusive_above": s.cap_per_recipient - 2 * margin
+                if s.cap_per_recipient
+                else None,
             },
         )
         .all()
     )
-    tokens = float(rows[0][3]) if limited else None
-    if not recipient_ids:
+    tokens = float(rows[0][4]) if limited else None
+    if rows[0][0] is None:  # refused by the bucket, or no recipients
         return _Counted(tokens, {}, {})
     return _Counted(
         tokens,
         {row[0]: int(row[1]) for row in rows},
         {row[0]: int(row[2]) for row in rows},
+        {row[0] for row in rows if row[3]},
     )
 
 
@@ -202,32 +202,29 @@ def _check_caps(
     s = uow.settings
     ids = sorted(names)
     pairs, estimates = counted.pairs, counted.estimates
-    margin = _in_flight_bound(uow) if postgres else 0
 
     def near(rid: str, slack: int) -> bool:
         if s.cap_per_pair and pairs[rid] > s.cap_per_pair:
             return True
         return bool(s.cap_per_recipient) and estimates[rid] > s.cap_per_recipient - slack
 
-    exact_ids = [rid for rid in ids if near(rid, 2 * margin)]
     if postgres:
-        # Far from its caps, a recipient is locked shared (sends to it run side by side); near
-        # them, exclusive (sends to it queue, and each counts exactly).
-        _lock(uow, ids, exclusive=set(exact_ids))
-        shared = [rid for rid in ids if rid not in exact_ids]
-        if shared and s.cap_per_recipient:
-            # Read again under the lock: what committed since the first read, plus at most
-            # `margin` sends in flight beside this one, must still fit.
-            rows = uow.session.connection().exec_driver_sql(_RESUM_SQL, {"recipients": shared})
-            estimates.update({rid: int(total) for rid, total in rows.all()})
-            if any(near(rid, margin) for rid in shared):
-                raise RateLimited(
-                    "Many sends reached this recipient at once, close to its cap of "
-                    f"{s.cap_per_recipient} unacknowledged messages "
-                    "(INBOTS_CAP_PER_RECIPIENT); try again in 1 s. Nothing of this send was "
-                    "stored.",
-                    retry_after=1,
-                )
+        # Far from its caps, a recipient was locked shared (sends to it run side by side) and
+        # its sum read again under the lock: what committed since, plus at most `margin` sends
+        # in flight beside this one, must still fit. Near them, exclusive: counted exactly.
+        exact_ids = [rid for rid in ids if rid in counted.exclusive]
+        margin = _in_flight_bound(uow) if s.cap_per_recipient else 0
+        shared = [rid for rid in ids if rid not in counted.exclusive]
+        if s.cap_per_recipient and any(near(rid, margin) for rid in shared):
+            raise RateLimited(
+                "Many sends reached this recipient at once, close to its cap of "
+                f"{s.cap_per_recipient} unacknowledged messages "
+                "(INBOTS_CAP_PER_RECIPIENT); try again in 1 s. Nothing of this send was "
+                "stored.",
+                retry_after=1,
+            )
+    else:
+        exact_ids = [rid for rid in ids if near(rid, 0)]
     if exact_ids:
         _recount(uow, caller, names, pairs, exact_ids)
 
@@ -302,27 +299,6 @@ def _estimates(
         statement = statement.where(CapLedger.sender_id != TOTAL)
     found = {rid: int(total or 0) for rid, total in uow.session.execute(statement).all()}
     return {rid: found.get(rid, 0) for rid in recipient_ids}
-
-
-# Advisory-lock namespace of the caps (the first key of pg_advisory_xact_lock(int, int)).
-_LOCK_SPACE = 0x1B07
-
-
-def _lock(uow: UnitOfWork, recipient_ids: Sequence[str], *, exclusive: set[str]) -> None:
-    """Take each recipient's caps lock for the rest of the transaction: exclusive for those in
-    ``exclusive``, shared for the others. One statement, in key order, so two sends never
-    deadlock (a key shared by two ids is one lock: harmless, it only queues more)."""
-    keys: dict[int, bool] = {}
-    for rid in recipient_ids:
-        key = zlib.crc32(rid.encode()) & 0x7FFFFFFF
-        keys[key] = keys.get(key, False) or rid in exclusive
-    ordered = sorted(keys)
-    uow.session.connection().exec_driver_sql(
-        "SELECT CASE WHEN x THEN pg_advisory_xact_lock(%(space)s, k)::text "
-        "ELSE pg_advisory_xact_lock_shared(%(space)s, k)::text END "
-        "FROM unnest(CAST(%(keys)s AS integer[]), CAST(%(excl)s AS boolean[])) AS t(k, x)",
-        {"space": _LOCK_SPACE, "keys": ordered, "excl": [keys[k] for k in ordered]},
-    ).all()
 
 
 _BOUNDS: weakref.WeakKeyDictionary[Engine, int] = weakref.WeakKeyDictionary()

@@ -8,7 +8,7 @@
 Downgrading deletes the alerts (events without a thread) and their attempts.
 
 Revision ID: 0017
-Revises: 0015
+Revises: 0016
 Create Date: 2026-12-01 00:00:00
 """
 
