@@ -130,6 +130,9 @@ class Settings(BaseSettings):
     renotify_interval_seconds: PositiveSeconds = 30.0
     renotify_batch_size: int = Field(default=500, ge=1)
     webhook_max_in_flight_per_url: int = Field(default=4, ge=1)
+    # Notifications published together (one message's webhook deliveries, a sweep's batch)
+    # travel as one job of up to this many: one task, one claim and a few records between them.
+    notify_batch_size: int = Field(default=16, ge=1, le=256)
     # An attempt's claim on its delivery lasts the timeout plus this; a claim that runs out
     # unrecorded belongs to a worker that died (a `worker_lost` attempt). It must cover the
     # in-flight slot's margin and recording the attempt (SQLite may wait its busy timeout).

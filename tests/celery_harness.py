@@ -27,7 +27,9 @@ Test modules import the fixtures they use from here::
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -43,6 +45,7 @@ import pytest
 import redis
 
 from inbots.config import Settings
+from inbots.dispatch.jobs import NOTIFY_BATCH_TASK, NOTIFY_QUEUE
 from tests.conftest import IN_CI, free_port, worker_index
 from tests.helpers import Api
 from tests.receivers import Received, Receiver
@@ -497,6 +500,24 @@ def celery_fixture(
 
 
 # Scenario helpers ---------------------------------------------------------------------------
+
+
+def queued_jobs(broker: RedisBroker | SharedRedis, wanted: set[str]) -> dict[str, list[Any]]:
+    """The notify jobs waiting in the ``notify`` queue, by delivery id: [(publish, trigger)]
+    (a ``delivery.notify_batch`` task carries several)."""
+    client = broker.client()
+    found: dict[str, list[Any]] = {}
+    for raw in client.lrange(NOTIFY_QUEUE, 0, -1):
+        message = json.loads(raw)
+        body = message["body"]
+        if message["properties"].get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        args = json.loads(body)[0]
+        batch = message["headers"]["task"] == NOTIFY_BATCH_TASK
+        for job in args[0] if batch else [args]:
+            if job[0] in wanted:
+                found.setdefault(job[0], []).append((job[1], job[2]))
+    return {k: sorted(v) for k, v in found.items()}
 
 
 def hooked_agent(api: Api, name: str, url: str) -> dict[str, Any]:

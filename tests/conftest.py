@@ -264,7 +264,7 @@ class SharedServer:
     def _wrap(self, dispatch: Dispatch) -> None:
         local = self.local
         publish, local_publish, later = dispatch.publish, local.publish, local.later
-        run_job, sweep_once = local._run_job, local._sweep_once
+        run_jobs, sweep_once = local._run_jobs, local._sweep_once
 
         def count(fn: Callable[..., Any]) -> Callable[..., Any]:
             def counted(*args: Any, **kwargs: Any) -> Any:
@@ -280,7 +280,7 @@ class SharedServer:
         dispatch.publish = count(publish)  # type: ignore[method-assign]
         local.publish = count(local_publish)  # type: ignore[method-assign]
         local.later = count(later)  # type: ignore[method-assign]
-        local._run_job = count(run_job)
+        local._run_jobs = count(run_jobs)
         local._sweep_once = gated_sweep
         self._sweep_now = lambda: gated_sweep(local)
 

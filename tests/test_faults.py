@@ -12,8 +12,6 @@ notification per publish, and the attempt log and stamps tell the whole story.
 
 from __future__ import annotations
 
-import base64
-import json
 import threading
 import time
 from typing import Any
@@ -24,7 +22,7 @@ import redis
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.deliveries.notify import Engine, make_client, notify
-from inbots.dispatch.jobs import NOTIFY_QUEUE, Job
+from inbots.dispatch.jobs import Job
 from inbots.dispatch.limiter import RedisLimiter
 from tests.celery_harness import (  # noqa: F401  (fixtures)
     FAST,
@@ -35,6 +33,7 @@ from tests.celery_harness import (  # noqa: F401  (fixtures)
     celery_fixture,
     hooked_agent,
     missing,
+    queued_jobs,
     redis_broker_fixture,
     settings_overrides_fixture,
     timings_fixture,
@@ -413,21 +412,6 @@ LOST = {
     "publish_lost_seconds": 1.5,
     "renotify_interval_seconds": 0.5,
 }
-
-
-def queued_jobs(broker: RedisBroker | SharedRedis, wanted: set[str]) -> dict[str, list[Any]]:
-    """The notify jobs waiting in the ``notify`` queue, by delivery id: [(publish, trigger)]."""
-    client = broker.client()
-    found: dict[str, list[Any]] = {}
-    for raw in client.lrange(NOTIFY_QUEUE, 0, -1):
-        message = json.loads(raw)
-        body = message["body"]
-        if message["properties"].get("body_encoding") == "base64":
-            body = base64.b64decode(body)
-        args = json.loads(body)[0]
-        if args[0] in wanted:
-            found.setdefault(args[0], []).append((args[1], args[2]))
-    return {k: sorted(v) for k, v in found.items()}
 
 
 @pytest.mark.parametrize("timings", [LOST], ids=["lost"])

@@ -10,11 +10,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import redis
 
 from inbots.config import Settings
 from inbots.db.engine import Database
-from inbots.deliveries.notify import Engine, make_client, notify
+from inbots.deliveries.notify import Engine, make_client, notify_all
 from inbots.deliveries.renotify import sweep
 from inbots.dispatch.effects import Dispatch
 from inbots.dispatch.jobs import Job, Publisher, Result
@@ -41,14 +43,14 @@ def embedded_dispatch(settings: Settings, db: Database) -> Dispatch:
         LocalLimiter(settings.webhook_max_in_flight_per_url, settings.inflight_lease_seconds),
     )
 
-    def run(job: Job) -> Result:
-        return notify(engine, job)
+    def run(jobs: Sequence[Job], then: Callable[[Job, Result], None]) -> list[Result]:
+        return notify_all(engine, jobs, then)
 
     def sweep_once(publisher: Publisher) -> None:
         sweep(db, settings, publisher.publish, limiter=engine.limiter)
 
     local = LocalDispatcher(settings, run, sweep_once)
-    return Dispatch(local, on_start=[local.start], on_stop=[local.stop, engine.client.close])
+    return Dispatch(local, on_start=[local.start], on_stop=[local.stop, engine.close])
 
 
 def worker_engine(settings: Settings) -> Engine:

@@ -30,7 +30,10 @@ import logging
 import random
 import ssl
 import time
-from dataclasses import dataclass, replace
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -67,13 +70,21 @@ EXCERPT_BYTES = 1024
 
 @dataclass
 class Engine:
-    """Everything an attempt needs besides the job."""
+    """Everything an attempt needs besides the job. ``senders``: the threads a batch's POSTs run
+    on side by side (a batch of one sends on the caller's thread)."""
 
     db: Database
     settings: Settings
     client: httpx.Client
     limiter: Limiter
     resolver: url_policy.Resolver = url_policy.system_resolver
+    senders: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(32, thread_name_prefix="inbots-post")
+    )
+
+    def close(self) -> None:
+        self.senders.shutdown(wait=False, cancel_futures=True)
+        self.client.close()
 
 
 def make_client(settings: Settings) -> httpx.Client:
@@ -109,17 +120,24 @@ class _Parked:
     key: str
 
 
-def _claim(engine: Engine, job: Job, now: datetime) -> _Claim | _Parked | Result:
-    key, lease = "", None
+def _claim_all(
+    engine: Engine, jobs: Sequence[Job], now: datetime
+) -> list[_Claim | _Parked | Result]:
+    """Claim each job's row in one short transaction, in row-id order (two batches that share a
+    row lock it in the same order); if the transaction fails, give back the slots taken."""
+    taken: list[_Claim] = []
     try:
         with unit_of_work(engine.db) as uow:
-            claimed = _claim_in(uow, engine, job, now)
-            if isinstance(claimed, _Claim):
-                key, lease = claimed.key, claimed.lease
+            claimed = []
+            for job in jobs:
+                one = _claim_in(uow, engine, job, now)
+                if isinstance(one, _Claim):
+                    taken.append(one)
+                claimed.append(one)
             return claimed
     except BaseException:
-        if lease is not None:  # taken, but the claim did not commit
-            _release(engine, key, lease)
+        for claim in taken:  # taken, but the claim did not commit
+            _release(engine, claim.key, claim.lease)
         raise
 
 
@@ -293,20 +311,27 @@ def retry_delay(settings: Settings, attempts_made: int) -> float:
     return base * random.uniform(1 - spread, 1 + spread)
 
 
-def _record(engine: Engine, job: Job, claim: _Claim, sent: _Sent) -> Result:
+def _record_all(engine: Engine, done: Sequence[tuple[Job, _Claim, _Sent]]) -> list[Result]:
+    """Record finished attempts in one short transaction, and hand each slot they freed to the
+    oldest delivery parked on its URL."""
     with unit_of_work(engine.db) as uow:
-        result = _settle(uow, engine.settings, job, claim, sent)
-        # The operator's alerts this attempt raised (a failure streak, a delivery failed).
-        raised = list(result.wake)
-        # The slot this attempt held is free: hand it to the oldest delivery parked on the URL,
-        # and, when there was one, any other free slot too (leases of a dead worker expire with
-        # nobody releasing them).
-        woken = wake(uow.session, claim.key, 1, utcnow())
-        if woken:
-            more = _free(engine, claim.key) - 1
-            if more > 0:
-                woken += wake(uow.session, claim.key, more, utcnow())
-    return replace(result, wake=(*raised, *woken))
+        results = [_settle(uow, engine.settings, job, claim, sent) for job, claim, sent in done]
+        # The slots these attempts held are free: hand them to the oldest deliveries parked on
+        # their URLs, and, when there were some, any other free slot too (leases of a dead
+        # worker expire with nobody releasing them).
+        woken: dict[str, list[Job]] = {}
+        for key, freed in Counter(claim.key for _, claim, _ in done).items():
+            woken[key] = wake(uow.session, key, freed, utcnow())
+            if woken[key]:
+                more = _free(engine, key) - freed
+                if more > 0:
+                    woken[key] += wake(uow.session, key, more, utcnow())
+    out = []
+    for (_, claim, _), result in zip(done, results, strict=True):
+        # The operator's alerts this attempt raised, and the parked jobs its URL's slots woke
+        # (told once, with the first attempt on that URL).
+        out.append(replace(result, wake=(*result.wake, *woken.pop(claim.key, ()))))
+    return out
 
 
 def _settle(uow: Any, s: Settings, job: Job, claim: _Claim, sent: _Sent) -> Result:
@@ -405,29 +430,75 @@ def _wake_if_free(engine: Engine, key: str) -> list[Job]:
 def notify(engine: Engine, job: Job) -> Result:
     """Make the next attempt of ``job`` if it is still wanted, or park it until its URL has a free
     slot; say what should happen next (``Result``)."""
+    return notify_all(engine, [job])[0]
+
+
+def notify_all(
+    engine: Engine, jobs: Sequence[Job], then: Callable[[Job, Result], None] | None = None
+) -> list[Result]:
+    """:func:`notify` for several jobs at once (one Celery task's batch): one transaction claims
+    them all; their POSTs run side by side; each finished attempt is recorded at once, together
+    with the others that finished meanwhile, so a slow receiver holds up neither the others'
+    records nor what comes next for them: ``then(job, result)`` runs for each job as soon as its
+    result is known (the caller's follow-up: a retry's countdown starts then). Each job keeps its
+    own claim, attempt row, retry schedule and result."""
+    results: dict[int, Result] = {}
+
+    def settled(i: int, result: Result) -> None:
+        results[i] = result
+        metrics.observe_job(result.outcome)
+        if then is not None:
+            then(jobs[i], result)
+
     try:
-        result = _notify(engine, job)
+        _notify_all(engine, jobs, settled)
     except Exception:
-        metrics.observe_job("error")
+        for _ in range(len(jobs) - len(results)):
+            metrics.observe_job("error")
         raise
-    metrics.observe_job(result.outcome)
-    return result
+    return [results[i] for i in range(len(jobs))]
 
 
-def _notify(engine: Engine, job: Job) -> Result:
-    claim = _claim(engine, job, utcnow())
-    if isinstance(claim, Result):
-        return claim
-    if isinstance(claim, _Parked):
-        woken = _wake_if_free(engine, claim.key)
-        return Result("parked", reason="URL at its in-flight cap", wake=tuple(woken))
+def _notify_all(
+    engine: Engine, jobs: Sequence[Job], settled: Callable[[int, Result], None]
+) -> None:
+    order = sorted(range(len(jobs)), key=lambda i: jobs[i].row_id)
+    claimed = _claim_all(engine, [jobs[i] for i in order], utcnow())
+    sending: list[tuple[int, _Claim]] = []
+    for i, claim in zip(order, claimed, strict=True):
+        if isinstance(claim, Result):
+            settled(i, claim)
+        elif isinstance(claim, _Parked):
+            woken = _wake_if_free(engine, claim.key)
+            settled(i, Result("parked", reason="URL at its in-flight cap", wake=tuple(woken)))
+        else:
+            sending.append((i, claim))
+    if len(sending) == 1:  # no thread hop for a batch of one
+        i, claim = sending[0]
+        sent = _send_and_release(engine, claim, jobs[i].row_id)
+        result = _record_all(engine, [(jobs[i], claim, sent)])[0]
+        _observe(jobs[i], claim, sent, result)
+        settled(i, result)
+        return
+    posts = {
+        engine.senders.submit(_send_and_release, engine, claim, jobs[i].row_id): (i, claim)
+        for i, claim in sending
+    }
+    pending: set[Future[_Sent]] = set(posts)
+    while pending:
+        finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+        done = [(posts[f], f.result()) for f in finished]
+        recorded = _record_all(engine, [(jobs[i], claim, sent) for (i, claim), sent in done])
+        for ((i, claim), sent), result in zip(done, recorded, strict=True):
+            _observe(jobs[i], claim, sent, result)
+            settled(i, result)
+
+
+def _send_and_release(engine: Engine, claim: _Claim, webhook_id: str) -> _Sent:
     try:
-        sent = _send(engine, claim, job.row_id)
+        return _send(engine, claim, webhook_id)
     finally:
         _release(engine, claim.key, claim.lease)
-    result = _record(engine, job, claim, sent)
-    _observe(job, claim, sent, result)
-    return result
 
 
 def _observe(job: Job, claim: _Claim, sent: _Sent, result: Result) -> None:

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from inbots.kit.ids import kind_of
 
 NOTIFY_TASK = "delivery.notify"
+NOTIFY_BATCH_TASK = "delivery.notify_batch"
 RENOTIFY_TASK = "delivery.renotify"
 NOTIFY_QUEUE = "notify"
 RETRY_QUEUE = "notify-retry"
@@ -32,6 +33,11 @@ class Job:
     def as_args(self) -> list[Any]:
         """The task's arguments on the broker (JSON)."""
         return [self.row_id, self.publish, self.trigger]
+
+    @classmethod
+    def from_args(cls, args: Sequence[Any], *, retry: bool = False) -> Job:
+        row_id, publish, *trigger = args
+        return cls(str(row_id), int(publish), str(trigger[0]) if trigger else "publish", retry)
 
     @property
     def kind(self) -> str:
@@ -61,6 +67,16 @@ class Result:
     countdown: float | None = None
     reason: str | None = None
     wake: tuple[Job, ...] = ()
+
+
+def batches(jobs: Sequence[Job], size: int) -> list[list[Job]]:
+    """``jobs`` in groups of at most ``size`` that travel together: same lane, in order."""
+    lanes: dict[bool, list[Job]] = {}
+    for job in jobs:
+        lanes.setdefault(job.retry, []).append(job)
+    return [
+        lane[start : start + size] for lane in lanes.values() for start in range(0, len(lane), size)
+    ]
 
 
 class Publisher(Protocol):

@@ -21,23 +21,25 @@ from concurrent.futures import ThreadPoolExecutor
 
 from inbots.config import Settings
 from inbots.dispatch.follow import follow_up
-from inbots.dispatch.jobs import Job, Publisher, Result
+from inbots.dispatch.jobs import Job, Publisher, Result, batches
 
 log = logging.getLogger(__name__)
 
 
 class LocalDispatcher:
-    """A :class:`~inbots.dispatch.publisher.Publisher` that runs ``run(job)`` on its own threads,
-    and ``sweep(self)`` every ``INBOTS_RENOTIFY_INTERVAL_SECONDS``."""
+    """A :class:`~inbots.dispatch.publisher.Publisher` that runs ``run(jobs, then)`` on its own
+    threads
+    (jobs published together in batches of up to ``INBOTS_NOTIFY_BATCH_SIZE``, as the Celery
+    publisher sends them), and ``sweep(self)`` every ``INBOTS_RENOTIFY_INTERVAL_SECONDS``."""
 
     def __init__(
         self,
         settings: Settings,
-        run: Callable[[Job], Result],
+        run: Callable[[Sequence[Job], Callable[[Job, Result], None]], list[Result]],
         sweep: Callable[[Publisher], object],
     ) -> None:
         self.settings = settings
-        self._run_job = run
+        self._run_jobs = run
         self._sweep_once = sweep
         workers = settings.embedded_workers
         self._first = ThreadPoolExecutor(workers, thread_name_prefix="inbots-notify")
@@ -51,11 +53,11 @@ class LocalDispatcher:
 
     # Publisher -----------------------------------------------------------------------------
     def publish(self, jobs: Sequence[Job]) -> None:
-        for job in jobs:
-            self._submit(job)
+        for batch in batches(jobs, self.settings.notify_batch_size):
+            self._submit(batch)
 
     def later(self, job: Job, countdown: float) -> None:
-        self._at(countdown, lambda: self._submit(job))
+        self._at(countdown, lambda: self._submit([job]))
 
     # Life cycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -72,22 +74,20 @@ class LocalDispatcher:
         self._sweeper.shutdown(wait=False, cancel_futures=True)
 
     # Internals -----------------------------------------------------------------------------
-    def _submit(self, job: Job) -> None:
-        pool = self._retries if job.retry else self._first
-        # Shutting down refuses new work; the sweep after the next start picks the job up.
+    def _submit(self, jobs: list[Job]) -> None:
+        pool = self._retries if jobs[0].retry else self._first  # one lane per batch
+        # Shutting down refuses new work; the sweep after the next start picks the jobs up.
         with contextlib.suppress(RuntimeError):
-            pool.submit(self._run, job)
+            pool.submit(self._run, jobs)
 
-    def _run(self, job: Job) -> None:
+    def _run(self, jobs: list[Job]) -> None:
         try:
-            result = self._run_job(job)
+            self._run_jobs(jobs, lambda job, result: follow_up(self, job, result))
         except Exception:
             log.exception(
                 "notify failed; the renotify sweep will try again",
-                extra=job.log_ids,
+                extra={**jobs[0].log_ids, "jobs": len(jobs)},
             )
-            return
-        follow_up(self, job, result)
 
     def _sweep(self) -> None:
         try:

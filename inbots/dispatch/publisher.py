@@ -18,7 +18,7 @@ from celery import Celery
 from tenacity import retry, stop_after_attempt, wait_exponential
 
 from inbots.config import Settings
-from inbots.dispatch.jobs import NOTIFY_QUEUE, NOTIFY_TASK, Job
+from inbots.dispatch.jobs import NOTIFY_BATCH_TASK, NOTIFY_QUEUE, NOTIFY_TASK, Job, batches
 from inbots.observability.metrics import PUBLISH_FAILURES
 
 log = logging.getLogger(__name__)
@@ -68,50 +68,57 @@ def fail_fast_app(settings: Settings) -> Celery:
 
 
 class CeleryPublisher:
-    """Publishes notify jobs through ``app`` by task name. ``fail_fast`` (web processes): after a
-    failure, publishes are left to the sweep for a moment instead of each waiting to fail."""
+    """Publishes notify jobs through ``app`` by task name: one job as ``delivery.notify``, jobs
+    published together as ``delivery.notify_batch`` tasks of up to ``batch_size``.
+    ``fail_fast`` (web processes): after a failure, publishes are left to the sweep for a moment
+    instead of each waiting to fail."""
 
     PAUSE_AFTER_FAILURE = 2.0  # seconds
 
-    def __init__(self, app: Celery, *, fail_fast: bool = True) -> None:
+    def __init__(self, app: Celery, *, fail_fast: bool = True, batch_size: int = 1) -> None:
         self.app = app
         self.fail_fast = fail_fast
+        self.batch_size = batch_size
         self._resume_at = 0.0
 
     @classmethod
     def for_web(cls, settings: Settings) -> CeleryPublisher:
-        return cls(fail_fast_app(settings), fail_fast=True)
+        return cls(fail_fast_app(settings), fail_fast=True, batch_size=settings.notify_batch_size)
 
     @retry(
         stop=stop_after_attempt(3), wait=wait_exponential(multiplier=0.05, max=0.3), reraise=True
     )
-    def _send(self, job: Job, countdown: float | None) -> None:
+    def _send(self, jobs: Sequence[Job], countdown: float | None) -> None:
+        if len(jobs) == 1:
+            name, args = NOTIFY_TASK, jobs[0].as_args()
+        else:
+            name, args = NOTIFY_BATCH_TASK, [[job.as_args() for job in jobs]]
         self.app.send_task(
-            NOTIFY_TASK,
-            args=job.as_args(),
-            queue=job.queue,
-            countdown=countdown,
-            retry=not self.fail_fast,
+            name, args=args, queue=jobs[0].queue, countdown=countdown, retry=not self.fail_fast
         )
 
     def publish(self, jobs: Sequence[Job]) -> None:
-        for job in jobs:
-            self._publish(job, None)
+        for batch in batches(jobs, self.batch_size):
+            self._publish(batch, None)
 
     def later(self, job: Job, countdown: float) -> None:
-        self._publish(job, countdown)
+        self._publish([job], countdown)
 
-    def _publish(self, job: Job, countdown: float | None) -> None:
+    def _publish(self, jobs: Sequence[Job], countdown: float | None) -> None:
         if self.fail_fast and time.monotonic() < self._resume_at:
             # The broker failed a moment ago: don't make every send wait to find out again.
-            PUBLISH_FAILURES.inc()
+            PUBLISH_FAILURES.inc(len(jobs))
             return
         try:
-            self._send(job, countdown)
+            self._send(jobs, countdown)
         except Exception as exc:  # broker down: the renotify sweep will publish again
-            PUBLISH_FAILURES.inc()
+            PUBLISH_FAILURES.inc(len(jobs))
             self._resume_at = time.monotonic() + self.PAUSE_AFTER_FAILURE
             log.warning(
                 "publish failed; renotify will retry",
-                extra={**job.log_ids, "error": type(exc).__name__},
+                extra={
+                    **jobs[0].log_ids,
+                    "jobs": len(jobs),
+                    "error": type(exc).__name__,
+                },
             )

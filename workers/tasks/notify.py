@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from inbots.deliveries.notify import notify
+from inbots.deliveries.notify import notify, notify_all
 from inbots.dispatch.follow import follow_up
-from inbots.dispatch.jobs import NOTIFY_TASK, RETRY_QUEUE, Job
+from inbots.dispatch.jobs import NOTIFY_BATCH_TASK, NOTIFY_TASK, RETRY_QUEUE, Job
 from workers.app import app
 from workers.tasks.runtime import engine, publisher
 
@@ -24,3 +24,15 @@ def notify_task(self: Any, row_id: str, publish: int, trigger: str = "publish") 
     result = notify(engine(), job)
     follow_up(publisher(), job, result)
     return result.outcome
+
+
+@app.task(name=NOTIFY_BATCH_TASK, bind=True, acks_late=True, reject_on_worker_lost=True)
+def notify_batch_task(self: Any, jobs: list[list[Any]]) -> list[str]:
+    """Several jobs published together (one message's webhook deliveries, a sweep's batch):
+    claimed in one transaction, posted side by side, each recorded and followed up (a retry
+    scheduled, parked jobs woken) as soon as it is done
+    (:func:`~inbots.deliveries.notify.notify_all`)."""
+    lane = (self.request.delivery_info or {}).get("routing_key")
+    batch = [Job.from_args(args, retry=lane == RETRY_QUEUE) for args in jobs]
+    results = notify_all(engine(), batch, lambda job, result: follow_up(publisher(), job, result))
+    return [result.outcome for result in results]

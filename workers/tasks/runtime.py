@@ -33,5 +33,7 @@ def publisher() -> CeleryPublisher:
     if _publisher is None:
         with _lock:
             if _publisher is None:
-                _publisher = CeleryPublisher(app, fail_fast=False)
+                _publisher = CeleryPublisher(
+                    app, fail_fast=False, batch_size=get_settings().notify_batch_size
+                )
     return _publisher
