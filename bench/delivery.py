@@ -17,7 +17,9 @@ the worker delivered, signed afresh with ``inbots.webhooks.signing``, to the sam
 
 from __future__ import annotations
 
+import base64
 import itertools
+import json
 import os
 import signal
 import statistics
@@ -53,7 +55,7 @@ from bench.servers import REPO_ROOT, ServerProcess, free_port
 from inbots.db.engine import Database
 from inbots.deliveries.models import Delivery, DeliveryAttempt
 from inbots.deliveries.notify import USER_AGENT
-from inbots.dispatch.jobs import NOTIFY_QUEUE
+from inbots.dispatch.jobs import NOTIFY_BATCH_TASK, NOTIFY_QUEUE
 from inbots.webhooks import signing
 
 BODY_FILL = "Build 4127 is green on staging; please review the migration notes and confirm. "
@@ -198,6 +200,17 @@ def sender(
 # --- one backend's processes ----------------------------------------------------------------
 
 
+def jobs_in(raw: bytes) -> int:
+    """How many notify jobs one queued Celery message carries."""
+    message = json.loads(raw)
+    if message["headers"].get("task") != NOTIFY_BATCH_TASK:
+        return 1
+    body = message["body"]
+    if message["properties"].get("body_encoding") == "base64":
+        body = base64.b64decode(body)
+    return len(json.loads(body)[0][0])
+
+
 @dataclass
 class Rig:
     backend: str
@@ -218,6 +231,15 @@ class Rig:
         log(f"  ERROR: {message}")
 
     def queued(self) -> int:
+        """Notify jobs waiting on the broker (a ``delivery.notify_batch`` task carries several)."""
+        client = self.redis.client()
+        try:
+            return sum(jobs_in(raw) for raw in client.lrange(NOTIFY_QUEUE, 0, -1))
+        finally:
+            client.close()
+
+    def tasks(self) -> int:
+        """Tasks waiting on the broker's notify queue."""
         client = self.redis.client()
         try:
             return int(client.llen(NOTIFY_QUEUE))
@@ -378,7 +400,7 @@ def drain_round(rig: Rig, workers: int = 1) -> dict[str, Any]:
     expected = sent.requests * plan.fanout
     if sent.errors:
         rig.error(f"pre-fill: {sent.errors} sends failed, e.g. {sent.error_samples[:2]}")
-    queued = rig.queued()
+    queued, tasks = rig.queued(), rig.tasks()
     if queued != expected:
         rig.error(f"pre-fill: {queued} jobs queued for {expected} webhook deliveries")
     rig.worker.start()
@@ -405,6 +427,7 @@ def drain_round(rig: Rig, workers: int = 1) -> dict[str, Any]:
         **rates,
         "notifications": len(arrivals),
         "prefill_messages": sent.requests,
+        "prefill_tasks": tasks,
         "prefill_seconds": round(prefill, 2),
         "worker_start_to_first_s": round(min(times) - rig.worker.started_at, 3) if times else None,
         "attempt_ms_p50": percentile(durations, 50),

@@ -35,10 +35,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import httpx
-from sqlalchemy import insert, update
+from sqlalchemy import Table, insert, update
 
 from inbots import __version__
 from inbots.alerts import service as alerts
@@ -54,7 +54,7 @@ from inbots.deliveries.attempts import (
     record_lost_attempt,
 )
 from inbots.deliveries.models import Delivery, DeliveryAttempt
-from inbots.deliveries.parking import park, unpark, wake
+from inbots.deliveries.parking import park, unpark, wake, with_lines
 from inbots.dispatch.jobs import Job, Result
 from inbots.dispatch.limiter import Limiter, url_key
 from inbots.events.models import Event
@@ -65,6 +65,8 @@ from inbots.webhooks import signing, subscriptions, url_policy
 log = logging.getLogger(__name__)
 
 USER_AGENT = f"Inbots-Webhooks/{__version__}"
+# The attempt log's table: an attempt is inserted without the ORM's bulk-insert machinery.
+ATTEMPTS = cast(Table, DeliveryAttempt.__table__)
 EXCERPT_BYTES = 1024
 
 
@@ -123,18 +125,38 @@ class _Parked:
 def _claim_all(
     engine: Engine, jobs: Sequence[Job], now: datetime
 ) -> list[_Claim | _Parked | Result]:
-    """Claim each job's row in one short transaction, in row-id order (two batches that share a
-    row lock it in the same order); if the transaction fails, give back the slots taken."""
+    """Claim each job's row: those no other transaction holds, together in one transaction; each
+    of the others in a transaction of its own, which may wait for its row
+    (:func:`~.outbox.lock_free`)."""
+    claimed = _claim_together(engine, jobs, now)
+    for i, job in enumerate(jobs):
+        if i not in claimed:
+            claimed[i] = _claim_together(engine, [job], now)[0]
+    return [claimed[i] for i in range(len(jobs))]
+
+
+def _claim_together(
+    engine: Engine, jobs: Sequence[Job], now: datetime
+) -> dict[int, _Claim | _Parked | Result]:
+    """Claim jobs' rows in one short transaction, in the order given (row-id order), and say what
+    each claim came to, by the job's index. Of several jobs, only the rows no other transaction
+    holds are claimed (the others are left out of the answer); if the transaction fails, the
+    slots taken are given back."""
     taken: list[_Claim] = []
+    claimed: dict[int, _Claim | _Parked | Result] = {}
     try:
         with unit_of_work(engine.db) as uow:
-            claimed = []
-            for job in jobs:
+            free = None
+            if len(jobs) > 1:
+                free = outbox.lock_free(uow.session, [job.row_id for job in jobs])
+            for i, job in enumerate(jobs):
+                if free is not None and job.row_id not in free:
+                    continue
                 one = _claim_in(uow, engine, job, now)
                 if isinstance(one, _Claim):
                     taken.append(one)
-                claimed.append(one)
-            return claimed
+                claimed[i] = one
+        return claimed
     except BaseException:
         for claim in taken:  # taken, but the claim did not commit
             _release(engine, claim.key, claim.lease)
@@ -312,26 +334,57 @@ def retry_delay(settings: Settings, attempts_made: int) -> float:
 
 
 def _record_all(engine: Engine, done: Sequence[tuple[Job, _Claim, _Sent]]) -> list[Result]:
-    """Record finished attempts in one short transaction, and hand each slot they freed to the
-    oldest delivery parked on its URL."""
+    """Record finished attempts: those whose rows no other transaction holds together in one
+    short transaction, each of the others in one of its own (:func:`~.outbox.lock_free`); and
+    hand each slot they freed to the oldest delivery parked on its URL."""
+    recorded = _record_together(engine, done)
+    for i, one in enumerate(done):
+        if i not in recorded:
+            recorded[i] = _record_together(engine, [one])[0]
+    return [recorded[i] for i in range(len(done))]
+
+
+def _record_together(
+    engine: Engine, done: Sequence[tuple[Job, _Claim, _Sent]]
+) -> dict[int, Result]:
+    """Record attempts in one transaction and say what each came to, by index; of several, only
+    the plain successes whose rows no other transaction holds (the others are left out of the
+    answer)."""
     with unit_of_work(engine.db) as uow:
-        results = [_settle(uow, engine.settings, job, claim, sent) for job, claim, sent in done]
+        mine = list(range(len(done)))
+        if len(done) > 1:
+            # Together: successes that end no failure streak, so the transaction locks outbox
+            # rows only. A failure (a streak counted on the agent's row, maybe an alert, a
+            # failed stamp) is recorded alone, as it always was.
+            plain = [
+                i
+                for i in mine
+                if done[i][2].reason == "ok"
+                and not (done[i][1].failures_before and not done[i][1].alert)
+            ]
+            free = outbox.lock_free(uow.session, [done[i][0].row_id for i in plain])
+            mine = [i for i in plain if done[i][0].row_id in free]
+        results = {i: _settle(uow, engine.settings, *done[i]) for i in mine}
         # The slots these attempts held are free: hand them to the oldest deliveries parked on
         # their URLs, and, when there were some, any other free slot too (leases of a dead
         # worker expire with nobody releasing them).
         woken: dict[str, list[Job]] = {}
-        for key, freed in Counter(claim.key for _, claim, _ in done).items():
+        freed_by_key = Counter(done[i][1].key for i in results)
+        waiting = with_lines(uow.session, list(freed_by_key))
+        for key, freed in freed_by_key.items():
+            if key not in waiting:
+                continue
             woken[key] = wake(uow.session, key, freed, utcnow())
             if woken[key]:
                 more = _free(engine, key) - freed
                 if more > 0:
                     woken[key] += wake(uow.session, key, more, utcnow())
-    out = []
-    for (_, claim, _), result in zip(done, results, strict=True):
-        # The operator's alerts this attempt raised, and the parked jobs its URL's slots woke
-        # (told once, with the first attempt on that URL).
-        out.append(replace(result, wake=(*result.wake, *woken.pop(claim.key, ()))))
-    return out
+    # The operator's alerts each attempt raised, and the parked jobs its URL's slots woke (told
+    # once, with the first attempt on that URL).
+    return {
+        i: replace(result, wake=(*result.wake, *woken.pop(done[i][1].key, ())))
+        for i, result in results.items()
+    }
 
 
 def _settle(uow: Any, s: Settings, job: Job, claim: _Claim, sent: _Sent) -> Result:
@@ -339,7 +392,7 @@ def _settle(uow: Any, s: Settings, job: Job, claim: _Claim, sent: _Sent) -> Resu
     session = uow.session
     kind = outbox.kind_of(job)
     session.execute(  # an INSERT of one row, without the unit of work's flush machinery
-        insert(DeliveryAttempt),
+        insert(ATTEMPTS),
         attempt_values(
             job.row_id,
             number=claim.number,
@@ -365,10 +418,10 @@ def _settle(uow: Any, s: Settings, job: Job, claim: _Claim, sent: _Sent) -> Resu
             status_code=sent.status_code,
             now=utcnow(),
         )
-    release = update(kind.model).where(kind.model.id == job.row_id)
+    table = kind.model.__table__
+    release = update(table).where(table.c.id == job.row_id)
     if sent.reason == "ok":
-        session.execute(release.values(claimed_until=None, next_attempt_at=None))
-        kind.stamp_notified(uow, job.row_id)
+        kind.release_notified(uow, job.row_id)
         return Result("notified")
     if sent.reason == "gone":
         session.execute(release.values(claimed_until=None, next_attempt_at=None))

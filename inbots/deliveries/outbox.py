@@ -21,22 +21,22 @@ still wanted; how notified is stamped.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, bindparam, literal, select, update
+from sqlalchemy import Select, bindparam, case, literal, select, update
 from sqlalchemy.orm import Session, aliased
 
 from inbots.agents.models import Agent
 from inbots.db.uow import UnitOfWork
 from inbots.deliveries.attempts import record_lost_attempt
 from inbots.deliveries.models import Delivery, DeliveryAttempt
-from inbots.deliveries.stamps import stamp
 from inbots.dispatch.jobs import Job
 from inbots.errors import Conflict
 from inbots.events.models import Event
 from inbots.kit.clock import utcnow
+from inbots.kit.ids import kind_of as kind_of_id
 from inbots.kit.text import shown_summary
 from inbots.messages.models import Message
 from inbots.threads.models import CLOSED, Thread
@@ -243,16 +243,20 @@ class Kind:
     def owed(self, row: Any) -> bool:
         return all(getattr(row, name) is None for name in self.done)
 
-    def stamp_notified(self, uow: UnitOfWork, row_id: str) -> None:
-        if self.model is Delivery:  # a delivery's progress also restarts its stall clock
-            stamp(uow, "notified_at", Delivery.id == row_id)
-            return
-        uow.session.execute(
-            update(Event)
-            .where(Event.id == row_id, Event.notified_at.is_(None))
-            .values(notified_at=utcnow())
-            .execution_options(synchronize_session=False)
-        )
+    def release_notified(self, uow: UnitOfWork, row_id: str) -> None:
+        """An attempt succeeded: release the row's claim and stamp ``notified_at`` (set once, never
+        overwritten; a delivery's first notification also restarts its stall clock), in one
+        statement."""
+        table, now = self.model.__table__, utcnow()
+        first = table.c.notified_at.is_(None)
+        values: dict[str, Any] = {
+            "claimed_until": None,
+            "next_attempt_at": None,
+            "notified_at": case((first, now), else_=table.c.notified_at),
+        }
+        if self.model is Delivery:
+            values["moved_at"] = case((first, now), else_=table.c.moved_at)
+        uow.session.execute(update(table).where(table.c.id == row_id).values(values))
 
 
 DELIVERY = Kind(
@@ -273,6 +277,28 @@ EVENT = Kind(
 )
 KINDS = (DELIVERY, EVENT)
 _PARKED = {kind.name: _oldest_parked(kind.model, *kind.done) for kind in KINDS}
+
+
+def lock_free(session: Session, row_ids: Sequence[str]) -> set[str]:
+    """Lock those of ``row_ids`` that no other transaction holds, without waiting for the others
+    (PostgreSQL's SKIP LOCKED; SQLite runs one writer at a time and returns them all), and say
+    which. A transaction that works on several outbox rows takes these first and leaves the rest
+    to transactions of one row each, so it never waits for a row while holding another: it can
+    never be one end of a deadlock with a close or an expiry that locks the same rows in
+    another order."""
+    held: set[str] = set()
+    for kind in KINDS:
+        mine = sorted(r for r in row_ids if (kind is EVENT) == (kind_of_id(r) == "event"))
+        if mine:
+            held.update(
+                session.scalars(
+                    select(kind.model.id)
+                    .where(kind.model.id.in_(mine))
+                    .order_by(kind.model.id)
+                    .with_for_update(skip_locked=True)
+                )
+            )
+    return held
 
 
 def kind_of(job: Job) -> Kind:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, exists, func, select, update
+from sqlalchemy import bindparam, exists, func, select, union, update
 from sqlalchemy.orm import Session
 
 from inbots.deliveries.attempts import THIS_PUBLISH
@@ -72,6 +72,26 @@ def _oldest(session: Session, key: str, count: int) -> list[tuple[Kind, Any]]:
     ]
     found.sort(key=lambda pair: pair[1].parked_at)
     return found[:count]
+
+
+# Which of some URLs have a line at all: one statement over both kinds' partial indexes.
+_LINES = union(
+    *(
+        select(kind.model.parked_key).where(
+            kind.model.parked_key.in_(bindparam("keys", expanding=True))
+        )
+        for kind in KINDS
+    )
+)
+
+
+def with_lines(session: Session, keys: list[str]) -> set[str]:
+    """Those of ``keys`` that have rows parked: attempts recorded together look once, and wake
+    only where someone waits. (A row parked just after this look is woken by its own job, which
+    checks for a free slot once it has parked.)"""
+    if not keys:
+        return set()
+    return {key for (key,) in session.execute(_LINES, {"keys": keys})}
 
 
 def wake(session: Session, key: str, count: int, now: datetime) -> list[Job]:
