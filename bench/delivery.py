@@ -225,6 +225,8 @@ class Rig:
     metrics_port: int
     errors: list[str] = field(default_factory=list)
     second: CeleryWorker | None = None  # a second worker process, for the two-worker drain
+    # The same API with INBOTS_NOTIFY_BATCH_SIZE=1: publishes one task per notification.
+    unbatched: ServerProcess | None = None
 
     def error(self, message: str) -> None:
         self.errors.append(message)
@@ -374,7 +376,7 @@ def arrival_rates(times: Sequence[float]) -> dict[str, float]:
 # --- Inbots: drain a pre-filled queue ------------------------------------------------------
 
 
-def drain_round(rig: Rig, workers: int = 1) -> dict[str, Any]:
+def drain_round(rig: Rig, workers: int = 1, api: ServerProcess | None = None) -> dict[str, Any]:
     """Pre-fill the broker with the worker stopped, then start it and time the drain. The worker
     is left running (idle), for the steady phase or until the next pre-fill stops it. With
     ``workers=2`` a second worker process drains beside it (and is stopped after)."""
@@ -389,7 +391,7 @@ def drain_round(rig: Rig, workers: int = 1) -> dict[str, Any]:
         raise RuntimeError(f"{rig.queued()} jobs already queued before the pre-fill")
     started = time.perf_counter()
     sent = run_load(
-        rig.api.url,
+        (api or rig.api).url,
         sender(rig.world, rig.world.thread_ids),
         clients=plan.api_clients,
         per_client=plan.messages_per_client,
@@ -787,6 +789,25 @@ def measure(rig: Rig) -> dict[str, Any]:
         f"{two['per_second']:.1f}/s ({two_workers['ratio']:.2f} x one worker's {one:.1f}/s)"
     )
 
+    # Batching: the same drain pre-filled through an API that publishes one task per
+    # notification, beside one pre-filled with batches (a message's 8 webhooks: one task).
+    batching: dict[str, Any] | None = None
+    if rig.unbatched is not None:
+        single = drain_round(rig, api=rig.unbatched)
+        batched = drain_round(rig)
+        for d in (single, batched):
+            del d["_arrivals"]
+        batching = {
+            "one_per_task": single,
+            "batched": batched,
+            "ratio": batched["per_second"] / single["per_second"] if single["per_second"] else None,
+        }
+        log(
+            f"  drain, batched vs one task per notification: {batched['per_second']:.1f}/s "
+            f"({batched['prefill_tasks']} tasks) vs {single['per_second']:.1f}/s "
+            f"({single['prefill_tasks']} tasks): {batching['ratio']:.2f} x"
+        )
+
     started = time.perf_counter()
     steady = steady_phase(rig)
     log(
@@ -825,6 +846,7 @@ def measure(rig: Rig) -> dict[str, Any]:
         "behind_backlog": behind,
         "fairness": fairness,
         "two_workers": two_workers,
+        "batching": batching,
     }
 
 
@@ -904,6 +926,14 @@ def run_backend(backend: str, plan: Plan, pg_admin_url: str) -> dict[str, Any]:
         world = build_world(plan, api.url, workspace.token, receiver.url, slow.url)
         rig = Rig(backend, plan, db, redis, receiver, api, worker, world, slow, metrics_port)
         rig.second = second
+        unbatched = ServerProcess(
+            "inbots-unbatched",
+            "inbots.api.app:create_app",
+            {**env, "INBOTS_NOTIFY_BATCH_SIZE": "1"},
+        )
+        stack.callback(unbatched.stop)
+        unbatched.start()
+        rig.unbatched = unbatched
         try:
             measured = measure(rig)
         except Exception:
@@ -977,6 +1007,14 @@ def render(result: dict[str, Any]) -> str:
         lines.append(
             f"  Two worker processes: the same drain at {two['per_second']:.1f}/s, "
             f"{two['ratio']:.2f} x one worker's {two['one_worker_per_second']:.1f}/s."
+        )
+    batching = result.get("batching")
+    if batching and batching.get("ratio"):
+        one, many = batching["one_per_task"], batching["batched"]
+        lines.append(
+            f"  Batching: the same drain published in batches ({many['prefill_tasks']} tasks) at "
+            f"{many['per_second']:.1f}/s, {batching['ratio']:.2f} x one task per notification "
+            f"({one['prefill_tasks']} tasks) at {one['per_second']:.1f}/s."
         )
     if per_second and plan["steady_rate"] > per_second / 2:
         lines.append(
