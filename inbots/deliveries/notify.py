@@ -51,6 +51,7 @@ from inbots.deliveries.attempts import (
     attempt_values,
     attempts_allowed,
     count_attempts,
+    count_delivery_attempts,
     record_lost_attempt,
 )
 from inbots.deliveries.models import Delivery, DeliveryAttempt
@@ -147,12 +148,14 @@ def _claim_together(
     try:
         with unit_of_work(engine.db) as uow:
             free = None
+            read: _Read = {}
             if len(jobs) > 1:
                 free = outbox.lock_free(uow.session, [job.row_id for job in jobs])
+                read = _read_deliveries(uow.session, [job for job in jobs if job.row_id in free])
             for i, job in enumerate(jobs):
                 if free is not None and job.row_id not in free:
                     continue
-                one = _claim_in(uow, engine, job, now)
+                one = _claim_in(uow, engine, job, now, read.get(job.row_id))
                 if isinstance(one, _Claim):
                     taken.append(one)
                 claimed[i] = one
@@ -163,11 +166,34 @@ def _claim_together(
         raise
 
 
-def _claim_in(uow: Any, engine: Engine, job: Job, now: datetime) -> _Claim | _Parked | Result:
+# Deliveries of a batch read before their claims: each loaded row and its attempts so far.
+_Read = dict[str, tuple[outbox.Loaded, tuple[int, int, bool]]]
+
+
+def _read_deliveries(session: Any, jobs: Sequence[Job]) -> _Read:
+    """The batch's deliveries loaded (locked) and their attempts counted, one statement each
+    for all of them (events are read one by one, in their claims)."""
+    mine = {job.row_id: job for job in jobs if job.kind == "delivery"}
+    if len(mine) < 2:
+        return {}
+    loaded = outbox.load_deliveries(session, {r: job.trigger for r, job in mine.items()})
+    counted = count_delivery_attempts(session, {r: job.publish for r, job in mine.items()})
+    return {r: (one, counted[r]) for r, one in loaded.items()}
+
+
+def _claim_in(
+    uow: Any,
+    engine: Engine,
+    job: Job,
+    now: datetime,
+    read: tuple[outbox.Loaded, tuple[int, int, bool]] | None = None,
+) -> _Claim | _Parked | Result:
+    """Claim one job's row; ``read``: the row loaded and its attempts counted already (a batch's
+    delivery), else both are read here."""
     s = engine.settings
     session = uow.session
     kind = outbox.kind_of(job)
-    loaded = kind.load(session, job.row_id, job.trigger)
+    loaded = read[0] if read else kind.load(session, job.row_id, job.trigger)
     if loaded is None:
         return Result("skipped", reason=f"no such {kind.name}")
     row, recipient = loaded.row, loaded.recipient
@@ -180,7 +206,10 @@ def _claim_in(uow: Any, engine: Engine, job: Job, now: datetime) -> _Claim | _Pa
     if loaded.skip:
         unpark(row)
         return Result("skipped", reason=loaded.skip)
-    total, attempts_so_far, succeeded = count_attempts(session, row.id, job.publish)
+    if read and not lost:
+        total, attempts_so_far, succeeded = read[1]
+    else:  # (a lost attempt was just logged: count it too)
+        total, attempts_so_far, succeeded = count_attempts(session, row.id, job.publish)
     if succeeded or attempts_so_far >= attempts_allowed(s):
         unpark(row)
         if lost and not succeeded:  # the lost attempt was this publish's last

@@ -73,21 +73,31 @@ def subscribed(agent: Agent, event_type: str) -> bool:
 # Deliveries: message.created. Built once: building an ORM statement (aliases above all) costs
 # more CPU than running it, and every attempt runs it.
 _recipient, _sender = aliased(Agent), aliased(Agent)
-_DELIVERY_READ = (
+_DELIVERIES = (
     select(Delivery, Thread.status, Thread.title, Thread.ref, _recipient, Message, _sender.username)
     .join(Thread, Thread.id == Delivery.thread_id)
     .join(_recipient, _recipient.id == Delivery.recipient_id)
     .join(Message, Message.id == Delivery.message_id)
     .join(_sender, _sender.id == Message.sender_id)
-    .where(Delivery.id == bindparam("row_id"))
     .with_for_update(of=Delivery)
 )
+_DELIVERY_READ = _DELIVERIES.where(Delivery.id == bindparam("row_id"))
+_DELIVERIES_READ = _DELIVERIES.where(Delivery.id.in_(bindparam("ids", expanding=True)))
 
 
 def _load_delivery(session: Session, row_id: str, trigger: str) -> Loaded | None:
     found = session.execute(_DELIVERY_READ, {"row_id": row_id}).first()
-    if found is None:
-        return None
+    return None if found is None else _delivery_loaded(found, trigger)
+
+
+def load_deliveries(session: Session, triggers: dict[str, str]) -> dict[str, Loaded]:
+    """:func:`_load_delivery` for several deliveries (``{delivery_id: trigger}``) in one
+    statement; a delivery that does not exist is missing from the answer."""
+    found = session.execute(_DELIVERIES_READ, {"ids": sorted(triggers)}).all()
+    return {row[0].id: _delivery_loaded(row, triggers[row[0].id]) for row in found}
+
+
+def _delivery_loaded(found: Any, trigger: str) -> Loaded:
     delivery, thread_status, thread_title, thread_ref, recipient, message, sender = found
     skip = None
     if thread_status == CLOSED:
