@@ -196,8 +196,35 @@ def database(settings: Settings) -> Iterator[Database]:
     db.dispose()
 
 
+# Ports for the servers and receivers tests start: a block of its own for each xdist worker,
+# below the kernel's ephemeral range (32768-60999 on Linux). A port the kernel hands out for
+# port 0 is also what it hands any outgoing connection, so under load another test's server or a
+# client socket could take it between this check and the bind; in a block of its own, the only
+# taker is this worker, which runs one test at a time.
+_PORT_BLOCK = 2_500
+_PORT_BASE = 10_000 + _PORT_BLOCK * int(
+    os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0
+)
+_next_port = iter(range(_PORT_BASE, _PORT_BASE + _PORT_BLOCK))
+_port_lock = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
+    """A loopback port nobody listens on now, from this worker's block (cycling through it)."""
+    with _port_lock:
+        for _ in range(_PORT_BLOCK):
+            global _next_port
+            port = next(_next_port, None)
+            if port is None:
+                _next_port = iter(range(_PORT_BASE, _PORT_BASE + _PORT_BLOCK))
+                continue
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            return port
+    with socket.socket() as s:  # the whole block busy: let the kernel choose
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
