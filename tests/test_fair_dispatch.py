@@ -23,7 +23,7 @@ from sqlalchemy import select, update
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.deliveries.models import Delivery
-from inbots.deliveries.notify import Engine, make_client, notify
+from inbots.deliveries.notify import Engine, make_client, notify, notify_all
 from inbots.deliveries.renotify import sweep
 from inbots.dispatch.jobs import Job, Result
 from inbots.dispatch.limiter import Limiter, LocalLimiter, RedisLimiter, url_key
@@ -471,3 +471,32 @@ def test_waking_reads_the_parked_line_through_its_partial_index(
             ).scalar_one()
             assert "ix_deliveries_parked" in str(plan), plan
         conn.rollback()
+
+
+@pytest.mark.parametrize("timings", [HELD], ids=["held"])
+def test_a_batch_goes_on_with_the_rows_it_can_lock_and_takes_a_held_one_alone(
+    api: Api, database: Database, engine: Engine
+) -> None:
+    """A batch never waits for a row while holding another (the deadlock a thread's close and a
+    batch could make): with one of its deliveries locked by another transaction, it claims,
+    posts and records the other at once, and claims the held one alone once it is let go."""
+    if database.engine.dialect.name != "postgresql":
+        pytest.skip("row locks: SQLite runs one writer at a time, so nothing is held meanwhile")
+    with receiver(always(204)) as first, receiver(always(204)) as second:
+        ids = sorted([*mail(api, first.url, 1), *mail(api, second.url, 1)])
+        held, free = ids  # the held row comes first in the batch's order
+        with database.engine.connect() as conn:
+            conn.execute(select(Delivery.id).where(Delivery.id == held).with_for_update())
+            worker, results = in_background(
+                lambda: notify_all(engine, [Job(free, 1, "publish"), Job(held, 1, "publish")])[0]
+            )
+            deadline = time.monotonic() + 10
+            while row(database, free).notified_at is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert row(database, free).notified_at is not None, "the free row waited for the held"
+            assert row(database, held).notified_at is None and worker.is_alive()
+            conn.rollback()  # the other transaction ends
+        worker.join(10)
+    assert results == [Result("notified")]
+    assert reasons(api, free) == [(1, 1, "publish", "ok")]
+    assert reasons(api, held) == [(1, 1, "publish", "ok")]

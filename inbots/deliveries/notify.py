@@ -123,26 +123,13 @@ class _Parked:
     key: str
 
 
-def _claim_all(
-    engine: Engine, jobs: Sequence[Job], now: datetime
-) -> list[_Claim | _Parked | Result]:
-    """Claim each job's row: those no other transaction holds, together in one transaction; each
-    of the others in a transaction of its own, which may wait for its row
-    (:func:`~.outbox.lock_free`)."""
-    claimed = _claim_together(engine, jobs, now)
-    for i, job in enumerate(jobs):
-        if i not in claimed:
-            claimed[i] = _claim_together(engine, [job], now)[0]
-    return [claimed[i] for i in range(len(jobs))]
-
-
 def _claim_together(
     engine: Engine, jobs: Sequence[Job], now: datetime
 ) -> dict[int, _Claim | _Parked | Result]:
     """Claim jobs' rows in one short transaction, in the order given (row-id order), and say what
     each claim came to, by the job's index. Of several jobs, only the rows no other transaction
-    holds are claimed (the others are left out of the answer); if the transaction fails, the
-    slots taken are given back."""
+    holds are claimed (:func:`~.outbox.lock_free`; the others are left out of the answer, for
+    the caller to claim alone); if the transaction fails, the slots taken are given back."""
     taken: list[_Claim] = []
     claimed: dict[int, _Claim | _Parked | Result] = {}
     try:
@@ -545,9 +532,10 @@ def _notify_all(
     engine: Engine, jobs: Sequence[Job], settled: Callable[[int, Result], None]
 ) -> None:
     order = sorted(range(len(jobs)), key=lambda i: jobs[i].row_id)
-    claimed = _claim_all(engine, [jobs[i] for i in order], utcnow())
+    claimed = _claim_together(engine, [jobs[i] for i in order], utcnow())
     sending: list[tuple[int, _Claim]] = []
-    for i, claim in zip(order, claimed, strict=True):
+    for k, claim in claimed.items():
+        i = order[k]
         if isinstance(claim, Result):
             settled(i, claim)
         elif isinstance(claim, _Parked):
@@ -561,7 +549,28 @@ def _notify_all(
         result = _record_all(engine, [(jobs[i], claim, sent)])[0]
         _observe(jobs[i], claim, sent, result)
         settled(i, result)
-        return
+    elif sending:
+        _send_and_record(engine, jobs, sending, settled)
+    # The rows another transaction held a moment ago: each alone, now that the others are
+    # done (its claim may wait for its row; it holds nothing else meanwhile).
+    for k in range(len(jobs)):
+        if k not in claimed:
+            i = order[k]
+
+            def alone(_: int, result: Result, i: int = i) -> None:
+                settled(i, result)
+
+            _notify_all(engine, [jobs[i]], alone)
+
+
+def _send_and_record(
+    engine: Engine,
+    jobs: Sequence[Job],
+    sending: Sequence[tuple[int, _Claim]],
+    settled: Callable[[int, Result], None],
+) -> None:
+    """POST the claimed jobs side by side; record each as soon as it is done, with the others
+    that finished meanwhile."""
     posts = {
         engine.senders.submit(_send_and_release, engine, claim, jobs[i].row_id): (i, claim)
         for i, claim in sending
