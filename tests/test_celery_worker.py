@@ -471,15 +471,18 @@ def test_duplicate_jobs_for_one_publish_send_one_notification(
     assert_at_most_one_ok_per_publish(detail)
 
 
-# One request in flight per URL, a receiver that takes 0.4 s (well inside the 1 s timeout, even
-# on a loaded machine): 24 notifications need about 10 s, while the publish-lost window (just
-# over the 2.24 s retry sequence) is 2.5 s: the last waits longer than the three publishes a
-# lost job gets, so a backlog taken for lost would end "publish attempts exhausted".
-SLOW_ANSWER_SECONDS = 0.4
+# One request in flight per URL, a receiver that takes 0.3 s (well inside the 1.5 s timeout, even
+# on a loaded machine: a 1 s timeout was once reached there): 40 notifications need about 12 s,
+# while the publish-lost window (just over the 3.24 s retry sequence) is 3.5 s: the last waits
+# longer than the three publishes a lost job gets, so a backlog taken for lost would end
+# "publish attempts exhausted".
+SLOW_ANSWER_SECONDS = 0.3
+SLOW_BACKLOG = 40
 SLOW = {
     **FAST,
     "retry_schedule": "0.2",
-    "publish_lost_seconds": 2.5,
+    "webhook_timeout_seconds": 1.5,
+    "publish_lost_seconds": 3.5,
     "renotify_interval_seconds": 0.5,
     "webhook_max_in_flight_per_url": 1,
 }
@@ -506,14 +509,14 @@ def test_a_slow_receivers_backlog_is_delivered_not_failed_as_lost(
         thread = sender.open_thread("Backlog", ["slowpoke"])["id"]
         worker.ready()
         beat.ready()
-        ids = [sender.send(thread, f"item {i}")["deliveries"][0]["id"] for i in range(24)]
+        ids = [sender.send(thread, f"item {i}")["deliveries"][0]["id"] for i in range(SLOW_BACKLOG)]
 
         def settled() -> list[dict[str, Any]] | None:
             details = [api.delivery(d) for d in ids]
             done = all(d["notified_at"] or d["failed_at"] for d in details)
             return details if done else None
 
-        details = wait_until(settled, 30, "the backlog to settle", 0.2, celery.errors)
+        details = wait_until(settled, 45, "the backlog to settle", 0.2, celery.errors)
         requests = list(hook.requests)
 
     failed = {

@@ -36,7 +36,10 @@ SHOTS = Path(os.environ.get("INBOTS_SCREENSHOTS", "build/screenshots"))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 webdriver = pytest.importorskip("selenium.webdriver")
-from selenium.common.exceptions import TimeoutException  # noqa: E402
+from selenium.common.exceptions import (  # noqa: E402
+    StaleElementReferenceException,
+    TimeoutException,
+)
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
@@ -110,9 +113,14 @@ class Dashboard:
 
     def wait(self, condition: Callable[[], Any], timeout: float = 10, what: str = "") -> Any:
         try:
-            return WebDriverWait(self.driver, timeout, poll_frequency=0.1).until(
-                lambda _d: condition()
-            )
+            # A live refresh may swap <main> between finding an element and reading it: the
+            # condition is asked again rather than failing on the stale element.
+            return WebDriverWait(
+                self.driver,
+                timeout,
+                poll_frequency=0.1,
+                ignored_exceptions=(StaleElementReferenceException,),
+            ).until(lambda _d: condition())
         except TimeoutException:
             raise AssertionError(f"timed out waiting for {what or condition}") from None
 
@@ -124,6 +132,17 @@ class Dashboard:
         element: WebElement = self.wait(present, timeout, css)
         return element
 
+    def act(self, css: str, action: Callable[[WebElement], Any], tries: int = 3) -> Any:
+        """``action`` on the element ``css`` finds, found again if a live refresh replaced it
+        first (a stale element was not acted on, so trying again does it once)."""
+        for attempt in range(tries):
+            try:
+                return action(self.wait_for(css))
+            except StaleElementReferenceException:
+                if attempt == tries - 1:
+                    raise
+        return None
+
     def sign_in(self, token: str, *, navigate: bool = True) -> None:
         if navigate:
             self.go("/login")
@@ -133,7 +152,7 @@ class Dashboard:
         self.find("#sign-in").click()
 
     def flash(self) -> str:
-        text: str = self.wait_for("#flash").text
+        text: str = self.act("#flash", lambda element: element.text)
         return text
 
     def session_cookie(self) -> dict[str, Any]:
@@ -914,21 +933,27 @@ def test_the_queue_approves_and_rejects_held_messages(signed_in: Dashboard, api:
     signed_in.go("/")
     assert signed_in.wait_for("#nav-approvals-count").text == "2"
     signed_in.find("#nav-approvals").click()
-    rows = signed_in.wait(lambda: signed_in.find_all("#approvals tbody tr"), what="the queue")
-    assert [r.get_attribute("data-message") for r in rows] == [first_id, second_id]
-    assert "lead" in rows[0].text and "Restart it" in rows[0].text
+
+    def queue() -> list[tuple[str | None, str]] | None:
+        rows = signed_in.find_all("#approvals tbody tr")
+        return [(r.get_attribute("data-message"), r.text) for r in rows] or None
+
+    rows = signed_in.wait(queue, what="the queue")
+    assert [message for message, _text in rows] == [first_id, second_id]
+    assert "lead" in rows[0][1] and "Restart it" in rows[0][1]
     assert "task" in signed_in.find("#approval-policy").text
     signed_in.shot("approvals")
 
-    signed_in.find(f'tr[data-message="{first_id}"] button.approve').click()
+    signed_in.act(f'tr[data-message="{first_id}"] button.approve', lambda b: b.click())
     assert signed_in.flash().startswith(f"Approved {first_id}")
     assert signed_in.path() == "/approvals"
     assert [i["message_id"] for i in worker.inbox()["items"]] == [first_id]
     assert signed_in.find("#nav-approvals-count").text == "1"
 
-    row = signed_in.wait_for(f'tr[data-message="{second_id}"]')
-    row.find_element(By.CSS_SELECTOR, "input.reason").send_keys("Not during business hours")
-    row.find_element(By.CSS_SELECTOR, "button.reject").click()
+    # Once the reason holds text the page no longer refreshes under it (the form is busy).
+    reason = f'tr[data-message="{second_id}"] input.reason'
+    signed_in.act(reason, lambda field: field.send_keys("Not during business hours"))
+    signed_in.find(f'tr[data-message="{second_id}"] button.reject').click()
     assert signed_in.flash().startswith(f"Rejected {second_id}")
     assert "Nothing waits" in signed_in.wait_for("#approvals-empty").text
     assert signed_in.find("#nav-approvals-count").text == "0"
@@ -936,6 +961,41 @@ def test_the_queue_approves_and_rejects_held_messages(signed_in: Dashboard, api:
     assert receipt["state"] == "rejected"
     assert receipt["rejection_reason"] == "Not during business hours"
     assert [i["message_id"] for i in worker.inbox()["items"]] == [first_id]
+
+
+def test_a_live_page_keeps_its_elements_until_something_changes_then_shows_it(
+    signed_in: Dashboard, api: Api
+) -> None:
+    """The page fetches itself every few seconds; an answer whose digest matches what is shown
+    leaves <main> alone (a field, a selection, an element a script holds all survive), and one
+    that differs is swapped in without a reload."""
+    api.ok("PUT", "/policy", json=APPROVAL_POLICY)
+    lead = api.agent("lead")
+    api.agent("worker")
+    thread = lead.open_thread("Live", ["worker"])["id"]
+    signed_in.go("/approvals")
+    empty = signed_in.wait_for("#approvals-empty")
+    digest = signed_in.find("#main").get_attribute("data-digest")
+    assert digest and len(digest) == 16
+
+    def refreshes() -> int:
+        found: int = signed_in.driver.execute_script(
+            "return performance.getEntriesByType('resource')"
+            ".filter(e => e.initiatorType === 'fetch').length"
+        )
+        return found
+
+    signed_in.wait(lambda: refreshes() >= 2, 15, "two live refreshes")
+    assert "Nothing waits" in empty.text  # not stale: the same element, never swapped
+    assert signed_in.find("#main").get_attribute("data-digest") == digest
+
+    held = lead.send(thread, "Deploy it", kind="task")["message"]["id"]
+    row = signed_in.wait_for(f'tr[data-message="{held}"]', 15)
+    assert "lead" in row.text
+    assert signed_in.find("#main").get_attribute("data-digest") != digest
+    assert signed_in.path() == "/approvals"
+    with pytest.raises(StaleElementReferenceException):
+        empty.is_displayed()
 
 
 def test_queue_actions_refuse_a_missing_or_wrong_csrf_token_and_a_foreign_origin(

@@ -11,6 +11,7 @@ status. Secrets (a new agent's key, a webhook signing secret) are on the answer 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 from collections.abc import Callable
@@ -114,10 +115,9 @@ def _render(
     context.setdefault("form_error", None)
     context.setdefault("inbox_waiting", None)
     context.setdefault("approvals_pending", None)
-    html = environment.get_template(template).render(
-        partial=partial,
+    page = environment.get_template(template)
+    shared = dict(
         csrf=session.csrf,
-        flash=flash,
         signed_in=session.key is not None,
         here=_here(request),
         static=STATIC_PATH,
@@ -126,7 +126,15 @@ def _render(
         session_hours=_hours(sessions_of(request).max_age_seconds),
         **context,
     )
+    # A live page's <main> carries the digest of its partial rendering, and every partial answer
+    # names its own: the page's script swaps <main> only when they differ, so an unchanged page
+    # is never replaced under the operator's cursor (or a test's element).
+    body = page.render(partial=True, flash=None, **shared) if partial or context["live"] else ""
+    digest = hashlib.sha256(body.encode()).hexdigest()[:16] if body else None
+    html = body if partial else page.render(partial=False, flash=flash, digest=digest, **shared)
     response = HTMLResponse(html, status_code=http_status)
+    if digest is not None:
+        response.headers["X-Digest"] = digest
     if session.dirty:
         sessions_of(request).store(request, response, session)
     return harden(response)  # type: ignore[return-value]

@@ -1,5 +1,5 @@
-// Live updates: every few seconds, fetch this same page with X-Partial: 1 and swap <main>.
-// Paused while a form field has focus or holds unsent input, or the tab is hidden. No
+// Live updates: every few seconds, fetch this same page with X-Partial: 1 and swap <main> when
+// its digest (X-Digest; the page's own is <main data-digest>) differs from what is shown. Paused while a form field has focus or holds unsent input, or the tab is hidden. No
 // dependencies.
 (function () {
   "use strict";
@@ -9,7 +9,7 @@
   var liveText = document.getElementById("live-text");
   var live = document.getElementById("live");
   var inFlight = false;
-  var last = null;
+  var digest = null;
 
   // A field has focus, or a form holds something the operator typed or chose and has not sent
   // (a refresh would throw it away).
@@ -67,14 +67,15 @@
           mark(response.status < 500);
           return null;
         }
+        digest = response.headers.get("X-Digest");
         return response.text();
       })
       .then(function (html) {
         if (html === null || html === undefined) return;
         mark(true);
-        if (html !== last && !busy()) {
+        if (digest !== main.dataset.digest && !busy()) {
           main.innerHTML = html;
-          last = html;
+          main.dataset.digest = digest || "";
           countWaiting();
           main.dispatchEvent(new CustomEvent("inbots:refreshed"));
         }
