@@ -115,6 +115,7 @@ def test_a_shown_delivery_expires_too_and_keeps_its_state(api: Api) -> None:
     eventually(lambda: api.delivery(delivery)["expired_at"] is not None, 10.0, "the expiry")
     assert api.delivery(delivery)["state"] == "delivered"
     assert bob.inbox()["waiting"] == 0
+    assert api.ok("GET", "/agents/bob")["unread"] == 0  # the directory agrees with the inbox
     assert bob.get(f"/messages/{sent['message']['id']}").status_code == 410
 
 

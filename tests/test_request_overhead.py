@@ -9,7 +9,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import event
+import pytest
+from psycopg.pq import TransactionStatus
+from sqlalchemy import event, text
 
 from inbots.auth.service import Caller as AuthCaller
 from inbots.auth.service import authenticate, resolve
@@ -79,3 +81,23 @@ def test_inbox_page_with_nothing_to_stamp_only_reads_and_counts_all_waiting(
     reader.ok("POST", "/acks", json={"ids": ids})
     empty = listing(5)()
     assert (empty.returned, empty.waiting, empty.more) == (0, 0, False)
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_read_and_stamping_units_on_postgresql_open_no_transaction(database: Database) -> None:
+    """A read-only unit (a caller lookup) and a unit that mostly reads and at most stamps (an
+    inbox page) run their statements in autocommit: under READ COMMITTED each sees a snapshot of
+    its own either way, each stamp is one idempotent UPDATE, and the BEGIN and COMMIT (or
+    ROLLBACK) round trips are saved. A writer's unit is one transaction, as ever."""
+
+    def status(**mode: bool) -> TransactionStatus:
+        with unit_of_work(database, **mode) as uow:
+            uow.session.execute(text("SELECT 1"))
+            raw = uow.session.connection().connection.dbapi_connection
+            assert raw is not None
+            found: TransactionStatus = raw.info.transaction_status
+            return found
+
+    assert status(readonly=True) == TransactionStatus.IDLE
+    assert status(stamps=True) == TransactionStatus.IDLE
+    assert status() == TransactionStatus.INTRANS

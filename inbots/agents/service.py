@@ -25,7 +25,6 @@ from inbots.deliveries.models import Delivery
 from inbots.errors import Invalid, UsernameTaken, not_found
 from inbots.kit.clock import utcnow
 from inbots.kit.ids import new_id
-from inbots.threads.models import CLOSED, Thread
 from inbots.webhooks import endpoint
 
 USERNAME = re.compile(r"[a-z0-9-]{3,32}")
@@ -83,19 +82,14 @@ def to_read(agent: Agent, unread: int, settings: Settings, now: datetime) -> Age
 
 
 def unread_counts(uow: UnitOfWork, agent_ids: Iterable[str]) -> dict[str, int]:
-    """Unacknowledged deliveries in threads that are not closed, per agent, in one query."""
+    """Each agent's waiting mail (what its inbox's ``waiting`` says: unacknowledged, not expired,
+    in threads that are not closed, not held), in one query."""
     ids = list(agent_ids)
     if not ids:
         return {}
     rows = uow.session.execute(
         select(Delivery.recipient_id, func.count())
-        .join(Thread, Thread.id == Delivery.thread_id)
-        .where(
-            Delivery.recipient_id.in_(ids),
-            Delivery.acknowledged_at.is_(None),
-            Delivery.released(),  # held for approval: not theirs yet
-            Thread.status != CLOSED,
-        )
+        .where(Delivery.recipient_id.in_(ids), *Delivery.waiting())
         .group_by(Delivery.recipient_id)
     ).all()
     return {recipient: count for recipient, count in rows}

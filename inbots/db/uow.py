@@ -90,11 +90,14 @@ def unit_of_work(
     *,
     readonly: bool = False,
     deferred: bool = False,
+    stamps: bool = False,
 ) -> Iterator[UnitOfWork]:
     """One transaction. ``readonly`` rolls back at the end (and sends no effects); ``deferred``
     (SQLite) begins without the write lock and takes it only if the work writes (see
-    :func:`run_unit`)."""
-    session = db.session(readonly=readonly or deferred)
+    :func:`run_unit`); ``stamps`` (PostgreSQL) is a unit that mostly reads and writes at most
+    single-statement stamps: it runs in autocommit, each statement its own transaction, as a
+    read-only unit does (see :class:`~inbots.db.engine.Database`)."""
+    session = db.session(readonly=readonly or deferred, stamps=stamps)
     uow = UnitOfWork(session, db.settings, effects)
     try:
         yield uow
@@ -159,5 +162,5 @@ def run_unit(
         except ServiceUnavailable as exc:
             if not _lost_sqlite_race(exc):
                 raise
-    with unit_of_work(db, effects, readonly=mode == "reads") as uow:
+    with unit_of_work(db, effects, readonly=mode == "reads", stamps=mode == "mostly_reads") as uow:
         return fn(uow, *args, **kwargs)

@@ -22,6 +22,12 @@ OPEN_FOR_CAPS = (
 # Not held by the approval gate: never held, or held and approved. A held delivery (and a
 # rejected one) is invisible to its recipient, never notified and never stalled.
 RELEASED = "(held_at IS NULL OR approved_at IS NOT NULL)"
+# In the recipient's inbox, waiting: not acknowledged, not expired, in a thread that is not
+# closed (closing a thread stamps its deliveries' thread_closed_at), not held. What the inbox
+# lists by default and what its ``waiting`` counts: its index holds exactly these rows.
+WAITING = (
+    f"acknowledged_at IS NULL AND expired_at IS NULL AND thread_closed_at IS NULL AND {RELEASED}"
+)
 # Waiting for their message's expiry (the sweep stamps expired_at).
 _EXPIRING = "expires_at IS NOT NULL AND expired_at IS NULL AND acknowledged_at IS NULL"
 _STALL = (
@@ -36,15 +42,16 @@ class Delivery(Base):
 
     __tablename__ = "deliveries"
     __table_args__ = (
-        # The inbox and the long-poll: a recipient's unacknowledged deliveries, urgent first,
-        # then oldest first (the order its cursor follows).
+        # The inbox, its ``waiting`` count and the long-poll: a recipient's waiting deliveries
+        # (``WAITING``), urgent first, then oldest first (the order its cursor follows). The count
+        # is an index-only scan, and the listing reads no row it then filters out.
         Index(
             "ix_deliveries_inbox",
             "recipient_id",
             "priority_rank",
             "id",
-            sqlite_where=text("acknowledged_at IS NULL"),
-            postgresql_where=text("acknowledged_at IS NULL"),
+            sqlite_where=text(WAITING),
+            postgresql_where=text(WAITING),
         ),
         # The acknowledged ones in the same order (?status=acked, and with the inbox ?status=all).
         # Partial too, so that neither index is ever a candidate for the other's listing.
@@ -180,6 +187,19 @@ class Delivery(Base):
     def released(cls) -> ColumnElement[bool]:
         """SQL: not held by the approval gate (never held, or approved); see ``RELEASED``."""
         return or_(cls.held_at.is_(None), cls.approved_at.is_not(None))
+
+    @classmethod
+    def in_inbox(cls) -> list[ColumnElement[bool]]:
+        """SQL: in its recipient's inbox, acknowledged or not: not expired, in a thread that is
+        not closed, not held (expired, closed-thread and held mail has left the inbox, or not
+        reached it yet)."""
+        return [cls.expired_at.is_(None), cls.thread_closed_at.is_(None), cls.released()]
+
+    @classmethod
+    def waiting(cls) -> list[ColumnElement[bool]]:
+        """SQL: ``WAITING``, the predicate of ``ix_deliveries_inbox``: in the inbox and not
+        acknowledged."""
+        return [cls.acknowledged_at.is_(None), *cls.in_inbox()]
 
 
 class DeliveryAttempt(Base):

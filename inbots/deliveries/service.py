@@ -97,13 +97,8 @@ def opened(uow: UnitOfWork, rows: Sequence[Delivery]) -> None:
 
 
 def _open_inbox(caller: Caller) -> list[ColumnElement[bool]]:
-    return [
-        Delivery.recipient_id == caller.agent_id,
-        Delivery.acknowledged_at.is_(None),
-        Delivery.expired_at.is_(None),
-        Delivery.released(),  # held for approval, or rejected: not the recipient's (yet)
-        Thread.status != CLOSED,
-    ]
+    """The caller's waiting mail: exactly the rows of its slice of ``ix_deliveries_inbox``."""
+    return [Delivery.recipient_id == caller.agent_id, *Delivery.waiting()]
 
 
 _BAD_CURSOR = (
@@ -206,12 +201,9 @@ def inbox(
     count = clamp_limit(limit, default or s.list_default, maximum or s.list_max)
     if bodies:
         count = min(count, s.inbox_bodies_max)
-    where += [
-        Delivery.recipient_id == caller.agent_id,
-        Delivery.expired_at.is_(None),  # expired mail has left the inbox
-        Delivery.released(),  # held for approval, or rejected: not the recipient's (yet)
-        Thread.status != CLOSED,
-    ]
+    # Expired mail and mail in a closed thread has left the inbox; held (or rejected) mail is
+    # not the recipient's (yet). Unacknowledged, this is the predicate of ix_deliveries_inbox.
+    where += [Delivery.recipient_id == caller.agent_id, *Delivery.in_inbox()]
     if unshown_only:
         where.append(Delivery.delivered_at.is_(None))
     if after is not None:
@@ -291,11 +283,8 @@ def inbox(
 @reads
 def waiting_count(uow: UnitOfWork, caller: Caller) -> int:
     """How many unacknowledged deliveries the caller has in threads that are not closed."""
-    total = uow.session.scalar(
-        select(func.count())
-        .select_from(Delivery)
-        .join(Thread, Thread.id == Delivery.thread_id)
-        .where(*_open_inbox(caller))
+    total = uow.session.scalar(  # an index-only scan of ix_deliveries_inbox on PostgreSQL
+        select(func.count()).select_from(Delivery).where(*_open_inbox(caller))
     )
     return total or 0
 
@@ -304,10 +293,7 @@ def waiting_count(uow: UnitOfWork, caller: Caller) -> int:
 def has_unshown(uow: UnitOfWork, caller: Caller) -> bool:
     """Whether the caller has unacknowledged mail it has not been shown yet (the wait's trigger)."""
     found = uow.session.scalar(
-        select(Delivery.id)
-        .join(Thread, Thread.id == Delivery.thread_id)
-        .where(*_open_inbox(caller), Delivery.delivered_at.is_(None))
-        .limit(1)
+        select(Delivery.id).where(*_open_inbox(caller), Delivery.delivered_at.is_(None)).limit(1)
     )
     return found is not None
 
