@@ -360,13 +360,15 @@ def test_the_worker_sends_event_notifications_with_their_retries(
     )
 
 
-def max_in_window(times: list[float], window: float) -> int:
-    """The most arrivals inside any ``window`` seconds."""
-    ordered = sorted(times)
-    best = 0
-    for i, start in enumerate(ordered):
-        best = max(best, sum(1 for t in ordered[i:] if t < start + window))
-    return best
+def most_at_once(spans: list[tuple[float, float]], slack: float = 0.002) -> int:
+    """The most ``(start, end)`` spans open at one moment (ends shortened by ``slack``, for the
+    whole milliseconds an attempt's duration is recorded in)."""
+    edges = sorted([(start, 1) for start, _ in spans] + [(end - slack, -1) for _, end in spans])
+    most = open_now = 0
+    for _, step in edges:
+        open_now += step
+        most = max(most, open_now)
+    return most
 
 
 def test_a_hanging_receiver_does_not_starve_healthy_ones(api: Api, celery: CeleryHarness) -> None:
@@ -424,8 +426,17 @@ def test_a_hanging_receiver_does_not_starve_healthy_ones(api: Api, celery: Celer
     reasons = [a["reason"] for d in stuck_details for a in d["attempts"]]
     assert reasons and set(reasons) == {"timeout"}, reasons
     assert len(stuck_times) >= 8, "the hanging receiver's deliveries were not being retried"
-    assert max_in_window(stuck_times, TIMEOUT * 0.9) <= 4, (
-        "more requests in flight to one URL than webhook_max_in_flight_per_url (4)"
+    # In flight as the workers recorded it: each attempt from its start to its end (timed out
+    # after 1 s). Arrival times at the receiver are no measure of it on a loaded machine: a
+    # request that reaches the receiver late looks as if it overlapped the next ones.
+    spans = [
+        (start, start + (a["duration_ms"] or 0) / 1000)
+        for d in stuck_details
+        for a in d["attempts"]
+        for start in [datetime.fromisoformat(a["started_at"]).timestamp()]
+    ]
+    assert most_at_once(spans) <= 4, (
+        f"more attempts in flight to one URL than webhook_max_in_flight_per_url (4): {spans}"
     )
     assert all(not d["notified_at"] for d in stuck_details)
 

@@ -912,7 +912,7 @@ def test_typed_text_survives_the_live_refresh(signed_in: Dashboard, api: Api) ->
     assert "arrived meanwhile" not in signed_in.find("main").text
 
     fill(signed_in, {"body": ""})  # nothing unsent any more: the page catches up by itself
-    signed_in.find("#thread-title").click()
+    signed_in.act("#thread-title", lambda title: title.click())  # it may have refreshed already
     signed_in.wait(lambda: "arrived meanwhile" in signed_in.find("main").text, 12, "the refresh")
 
 
