@@ -129,7 +129,9 @@ def reads(fn: F) -> F:
 def mostly_reads(fn: F) -> F:
     """Mark a service function that usually reads but sometimes stamps (an inbox listing): on
     SQLite it begins deferred, so concurrent readers do not queue for the write lock, and if a
-    write then loses the race for it (SQLITE_BUSY), the whole unit reruns as a writer."""
+    write then loses the race for it (SQLITE_BUSY), the whole unit reruns as a writer. On
+    PostgreSQL it runs in autocommit, so such a function may write only stamps, each one
+    idempotent statement right on its own (:func:`inbots.deliveries.stamps.stamp`)."""
     setattr(fn, _MODE, "mostly_reads")
     return fn
 

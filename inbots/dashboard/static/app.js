@@ -1,5 +1,6 @@
 // Live updates: every few seconds, fetch this same page with X-Partial: 1 and swap <main> when
-// its digest (X-Digest; the page's own is <main data-digest>) differs from what is shown. Paused while a form field has focus or holds unsent input, or the tab is hidden. No
+// its digest (X-Digest; the page's own is <main data-digest>) differs from what is shown.
+// Paused while a form field has focus or holds unsent input, or the tab is hidden. No
 // dependencies.
 (function () {
   "use strict";
