@@ -271,13 +271,14 @@ def test_five_receivers_healthy_500_410_hanging_and_flaky(api: Api, celery: Cele
 
 
 @pytest.mark.parametrize(
-    "timings", [{**FAST, "retry_schedule": "2", "publish_lost_seconds": 6.0}], ids=["retry-2s"]
+    "timings", [{**FAST, "retry_schedule": "3", "publish_lost_seconds": 8.0}], ids=["retry-3s"]
 )
 def test_a_waiting_retry_does_not_hold_the_only_worker_slot(
     api: Api, celery: CeleryHarness
 ) -> None:
-    """With one worker thread, a retry 2 s away must not keep new mail waiting: the retry is a
-    countdown on the broker, not a sleep in the worker."""
+    """With one worker thread, a retry 3 s away must not keep new mail waiting: the retry is a
+    countdown on the broker, not a sleep in the worker. (The retry is long so that a loaded
+    machine's delay, under 2 s, is told apart from waiting behind it.)"""
     worker = celery.worker(concurrency=1, wait=False)
     with receiver(fail_then_ok(1)) as flaky, receiver(always(200)) as healthy:
         hooked_agent(api, "flaky", flaky.url)
@@ -300,7 +301,7 @@ def test_a_waiting_retry_does_not_hold_the_only_worker_slot(
         celery.wait_for(flaky, 2, timeout=10)
         flaky_detail = wait_state(api, first["deliveries"][0]["id"], "notified", 10, celery)
         healthy_detail = wait_state(api, second["deliveries"][0]["id"], "notified", 5, celery)
-    assert waited < 1.0, f"the healthy receiver waited {waited:.2f} s behind a pending retry"
+    assert waited < 2.0, f"the healthy receiver waited {waited:.2f} s behind a pending retry"
     assert [a["reason"] for a in flaky_detail["attempts"]] == ["http_500", "ok"]
     assert [a["reason"] for a in healthy_detail["attempts"]] == ["ok"]
     gap = flaky.requests[1].at - flaky.requests[0].at
