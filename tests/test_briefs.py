@@ -12,7 +12,7 @@ import pytest
 from inbots.config import Settings
 from tests.conftest import ServerThread
 from tests.helpers import Api
-from tests.mcp_client import Connect, over_http, over_stdio, run
+from tests.mcp_client import Connect, over_bridge, over_http, run
 from tests.test_cli import inbots, ok
 
 BRIEF = "# Reviewer\n\nSend me **schema migrations** as a task; I answer within the hour."
@@ -143,11 +143,12 @@ def test_agents_can_write_to_the_operator(api: Api) -> None:
     assert [i["message_id"] for i in inbox["items"]] == [sent["message"]["id"]]
 
 
-@pytest.fixture(params=["http", "stdio"])
+@pytest.fixture(params=["http", "bridge"])
 def connect(request: pytest.FixtureRequest, server: ServerThread) -> Connect:
+    """``/mcp``, or the ``inbots mcp`` bridge in process (see ``tests.mcp_client.over_bridge``)."""
     if request.param == "http":
         return lambda key: over_http(server.url, key)
-    return lambda key: over_stdio(server.url, key)
+    return lambda key: over_bridge(server.url, key)
 
 
 def test_briefs_through_the_tools(api: Api, other_api: Api, connect: Connect) -> None:

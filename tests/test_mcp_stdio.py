@@ -1,5 +1,8 @@
-"""The agent tools over stdio: the official SDK's stdio client driving a real ``inbots mcp``
-subprocess, which calls the HTTP API of the test server. Same scenarios as over ``/mcp``."""
+"""The agent tools of ``inbots mcp``, which calls the HTTP API of the test server: the same
+scenarios as over ``/mcp``, run against the bridge in process (``over_bridge``: the official
+client on the SDK's in-memory transport), and the command itself, the official SDK's stdio client
+driving a real ``inbots mcp`` subprocess (``over_stdio``): one whole exchange, start-up, the
+environment, errors, and the tools and answers compared with ``/mcp`` byte for byte."""
 
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from tests.mcp_client import (
     isolation,
     more_waiting,
     other_workspace_sees_nothing,
+    over_bridge,
     over_http,
     over_stdio,
     run,
@@ -43,15 +47,15 @@ from tests.receivers import relay
 
 @pytest.fixture
 def connect(server: ServerThread) -> Connect:
-    return lambda key: over_stdio(server.url, key)
+    return lambda key: over_bridge(server.url, key)
 
 
 def listening(server: ServerThread) -> int:
     return int(server.app.state.dispatch.wakeups.listening())
 
 
-def test_two_agents_exchange_through_the_tools(api: Api, connect: Connect) -> None:
-    run(lambda: exchange(api, connect))
+def test_two_agents_exchange_through_the_tools(api: Api, server: ServerThread) -> None:
+    run(lambda: exchange(api, lambda key: over_stdio(server.url, key)))  # two real subprocesses
 
 
 def test_send_message_errors_carry_the_http_code_and_sentence(api: Api, connect: Connect) -> None:

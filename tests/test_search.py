@@ -15,7 +15,7 @@ from inbots.db.engine import Database
 from inbots.search.service import snippet
 from tests.conftest import ServerThread
 from tests.helpers import Api, Caller
-from tests.mcp_client import over_http, over_stdio, run
+from tests.mcp_client import over_bridge, over_http, run
 
 
 def search(who: Caller, q: str | None, **params: Any) -> dict[str, Any]:
@@ -397,12 +397,12 @@ def test_limits_and_openapi_publish_the_search(api: Api) -> None:
     assert params >= {"q", "sender", "thread", "kind", "since", "until", "limit", "cursor"}
 
 
-@pytest.mark.parametrize("transport", ["http", "stdio"])
+@pytest.mark.parametrize("transport", ["http", "bridge"])
 def test_search_messages_over_mcp(api: Api, server: ServerThread, transport: str) -> None:
     alice, bob, carol = trio(api)
     thread = alice.open_thread("Glacier survey", ["bob"])
     sent = alice.send(thread["id"], "ice core samples arrived", summary="samples")
-    connect = over_http if transport == "http" else over_stdio
+    connect = over_http if transport == "http" else over_bridge  # the inbots mcp bridge
 
     async def scenario() -> None:
         async with connect(server.url, bob.token) as tools:

@@ -21,7 +21,7 @@ from inbots.deliveries.state import STATES, state_of
 from inbots.kit.clock import parse_rfc3339
 from tests.conftest import ServerThread
 from tests.helpers import Api, Caller
-from tests.mcp_client import Connect, over_http, over_stdio, run
+from tests.mcp_client import Connect, over_bridge, over_http, run
 
 SHORT_STALLS = {"stall_seconds": 60.0, "working_stall_seconds": 600.0}
 
@@ -182,11 +182,12 @@ def test_a_working_delivery_is_not_stalled_until_its_heartbeat_lapses(
     assert api.delivery(ids["carol"])["stalled_at"] is not None
 
 
-@pytest.fixture(params=["http", "stdio"])
+@pytest.fixture(params=["http", "bridge"])
 def connect(request: pytest.FixtureRequest, server: ServerThread) -> Connect:
+    """``/mcp``, or the ``inbots mcp`` bridge in process (see ``tests.mcp_client.over_bridge``)."""
     if request.param == "http":
         return lambda key: over_http(server.url, key)
-    return lambda key: over_stdio(server.url, key)
+    return lambda key: over_bridge(server.url, key)
 
 
 def test_mark_working_through_the_tools_answers_per_id(api: Api, connect: Connect) -> None:

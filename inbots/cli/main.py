@@ -9,15 +9,16 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
 
-from inbots.api.serving import metrics_directory, uvicorn_options
 from inbots.cli.client import EXIT_INTERNAL, EXIT_USAGE, CliError, report
 from inbots.cli.commands import add_operator_commands
-from inbots.config import Settings, SettingsError, load_settings
+
+if TYPE_CHECKING:
+    from inbots.config import Settings
 
 app = typer.Typer(
     name="inbots",
@@ -42,6 +43,10 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 
 def settings_or_exit(**overrides: object) -> Settings:
+    # Imported here: the operator commands talk HTTP and never load the settings, and pydantic
+    # settings is a third of a start-up they would otherwise pay on every call.
+    from inbots.config import SettingsError, load_settings
+
     try:
         return load_settings(**{k: v for k, v in overrides.items() if v is not None})
     except SettingsError as exc:
@@ -60,6 +65,7 @@ def serve(
     import uvicorn
 
     from inbots.api.app import create_app
+    from inbots.api.serving import uvicorn_options
     from inbots.db.engine import Database
     from inbots.db.migrate import upgrade
     from inbots.db.uow import unit_of_work
@@ -104,6 +110,7 @@ def web(
 
     import uvicorn
 
+    from inbots.api.serving import metrics_directory, uvicorn_options
     from inbots.observability.logs import configure_logging
 
     settings = settings_or_exit(host=host, port=port)

@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
+from mcp.server import Server
 from mcp.server.stdio import stdio_server
 
 from inbots.errors import InbotsError
@@ -109,13 +113,23 @@ def write_key(key_file: Path, api_key: str) -> None:
         out.write(api_key + "\n")
 
 
-async def serve_stdio(base_url: str, api_key: str, session: str | None = None) -> None:
-    """Serve the tools on stdin/stdout until the client closes them."""
+@asynccontextmanager
+async def bridge(
+    base_url: str, api_key: str, session: str | None = None
+) -> AsyncIterator[Server[Any]]:
+    """The bridge's MCP server, calling the HTTP API at ``base_url`` as the agent of ``api_key``,
+    with the server's limits quoted in its tool descriptions. ``serve_stdio`` runs it on
+    stdin/stdout; a client in the same process can connect to it directly (the tests do)."""
     limits = await server_limits(base_url, api_key)
     async with HttpBackend(base_url, api_key, limits=limits, session=session) as backend:
-        server = build_server(lambda _ctx: backend, limits)
-        async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        yield build_server(lambda _ctx: backend, limits)
+
+
+async def serve_stdio(base_url: str, api_key: str, session: str | None = None) -> None:
+    """Serve the tools on stdin/stdout until the client closes them."""
+    async with bridge(base_url, api_key, session) as server, stdio_server() as streams:
+        read_stream, write_stream = streams
+        await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
 def run(base_url: str, api_key: str, session: str | None = None) -> None:
