@@ -192,6 +192,37 @@ def test_send_statement_count_does_not_grow_with_recipients(api: Api, database: 
     assert len(with_two) <= 15, with_two
 
 
+def test_a_send_to_webhook_and_polling_recipients_stores_its_deliveries_in_one_insert(
+    api: Api, database: Database
+) -> None:
+    """Recipients with a webhook and recipients that poll, alternating: their delivery rows
+    differ in which columns are NULL (a published row has ``last_published_at``), and still go
+    to the database as one INSERT. (The ORM leaves NULL columns out by default and so split
+    such rows into a statement per run of alike rows.)"""
+    sender = api.agent("mixed-sender")
+    names = []
+    for i in range(6):
+        name = f"mixed-{i}"
+        hook = {"webhook_url": f"http://127.0.0.1:9/hook-{i}"} if i % 2 else {}
+        api.ok("POST", "/agents", 201, json={"name": name, **hook})
+        names.append(name)
+    thread = sender.open_thread("Webhooks and polling", names)
+    caller = _caller_for(database, sender.token)
+    _statements_for_send(database, caller, thread["id"])  # warm up
+
+    statements = _statements_for_send(database, caller, thread["id"])
+
+    inserts = [s for s in statements if s.lstrip().startswith("INSERT INTO deliveries")]
+    assert len(inserts) == 1, [s.split("\n")[0][:120] for s in statements]
+    with database.engine.connect() as conn:
+        published = conn.execute(
+            select(Delivery.last_published_at.is_not(None), func.count())
+            .where(Delivery.thread_id == thread["id"])
+            .group_by(Delivery.last_published_at.is_not(None))
+        ).all()
+    assert dict(published) == {True: 6, False: 6}  # two sends, three of each kind per send
+
+
 def test_direct_send_and_broadcast_statement_counts_do_not_grow_with_recipients(
     api: Api, other_api: Api, database: Database
 ) -> None:

@@ -182,10 +182,10 @@ def _row(
 
 
 def _store(uow: UnitOfWork, rows: list[dict[str, Any]]) -> list[Job]:
-    """Store alerts (one INSERT) and return their first publish's jobs."""
+    """Store alerts (one INSERT: NULLs are sent as NULL) and return their first publish's jobs."""
     if not rows:
         return []
-    uow.session.execute(insert(Event), rows)
+    uow.session.execute(insert(Event).execution_options(render_nulls=True), rows)
     raised = [row["type"] for row in rows]
     uow.after_commit(lambda: metrics.observe_alerts(raised))
     return [Job(row["id"], 1, "publish") for row in rows]

@@ -59,10 +59,11 @@ def pushes(agent: Any, event_type: str) -> bool:
 
 
 def _insert(uow: UnitOfWork, rows: list[dict[str, Any]]) -> None:
-    """Store events (one INSERT, however many) and publish those with a push after the commit."""
+    """Store events (one INSERT, however many: NULLs are sent as NULL, see
+    ``inbots.messages.service._deliver``) and publish those with a push after the commit."""
     if not rows:
         return
-    uow.session.execute(insert(Event), rows)
+    uow.session.execute(insert(Event).execution_options(render_nulls=True), rows)
     uow.enqueue(*[Job(row["id"], 1, "publish") for row in rows if row["publish_count"]])
 
 

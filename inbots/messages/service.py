@@ -408,7 +408,10 @@ def _deliver(
         }
         for r, push in zip(recipients, pushed, strict=True)
     ]
-    uow.session.execute(insert(Delivery), rows)
+    # render_nulls: a NULL is sent as NULL, so rows that differ only in which columns are NULL
+    # (published or not, held or not) still make one statement (by default the ORM leaves such
+    # columns out and so splits the rows into an INSERT per run of alike rows).
+    uow.session.execute(insert(Delivery).execution_options(render_nulls=True), rows)
     if not held:  # held mail is no activity its recipients may see: the approval moves it
         thread.last_activity_at = now
     uow.session.flush()
