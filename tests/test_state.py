@@ -15,11 +15,11 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import func, insert, select, text
 
 from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
-from inbots.deliveries.models import Delivery
+from inbots.deliveries.models import WAITING, Delivery
 from inbots.deliveries.state import STATES, state_of
 from inbots.deliveries.state_sql import state_filter, state_sql
 from inbots.kit.ids import new_id
@@ -273,3 +273,59 @@ def test_state_filter_of_an_unknown_state_matches_nothing(api: Api, database: Da
 
     assert len(everything) == 1
     assert matched == []
+
+
+def test_the_inbox_index_predicate_and_the_waiting_expressions_pick_the_same_rows(
+    api: Api, database: Database
+) -> None:
+    """The waiting predicate is written twice: as SQL text, ``WAITING`` (the predicate of
+    ``ix_deliveries_inbox``, which the migration creates), and as the expressions the inbox's
+    queries use, ``Delivery.waiting()``. Over every combination of the stamps they read they
+    pick the same rows; and on PostgreSQL, whose planner uses a partial index only for a query
+    that implies its predicate, the waiting count of a recipient reads that index."""
+    sender = api.agent("sender")
+    api.agent("reader")
+    thread = sender.open_thread("Waiting", ["reader"])
+    sent = sender.send(thread["id"], "anchor")
+    with unit_of_work(database, readonly=True) as uow:
+        anchor = uow.session.execute(
+            select(Delivery).where(Delivery.id == sent["deliveries"][0]["id"])
+        ).scalar_one()
+        base = {
+            "workspace_id": anchor.workspace_id,
+            "message_id": anchor.message_id,
+            "thread_id": anchor.thread_id,
+            "recipient_id": anchor.recipient_id,
+            "publish_count": 0,
+            "accepted_at": T0,
+            "moved_at": T0,
+        }
+    stamps = ("acknowledged_at", "expired_at", "thread_closed_at", "held_at", "approved_at")
+    rows = [
+        {**base, "id": new_id("dlv"), **dict(zip(stamps, values, strict=True))}
+        for values in itertools.product((None, T1), repeat=len(stamps))
+    ]
+    with unit_of_work(database) as uow:
+        uow.session.execute(insert(Delivery).execution_options(render_nulls=True), rows)
+
+    ours = Delivery.moved_at == T0
+    with unit_of_work(database, readonly=True) as uow:
+        by_text = set(uow.session.scalars(select(Delivery.id).where(ours, text(WAITING))))
+        by_expressions = set(
+            uow.session.scalars(select(Delivery.id).where(ours, *Delivery.waiting()))
+        )
+    # Not acknowledged, expired or closed, and released: never held (approved or not, which
+    # the gate never writes), or held and approved.
+    assert len(by_text) == 3
+    assert by_expressions == by_text
+
+    if database.engine.dialect.name != "postgresql":
+        return
+    count = select(func.count()).where(
+        Delivery.recipient_id == base["recipient_id"], *Delivery.waiting()
+    )
+    compiled = count.compile(database.engine, compile_kwargs={"literal_binds": True})
+    with database.engine.begin() as conn:
+        conn.execute(text("SET LOCAL enable_seqscan = off"))
+        plan = "\n".join(conn.execute(text(f"EXPLAIN {compiled}")).scalars())
+    assert "ix_deliveries_inbox" in plan, plan
