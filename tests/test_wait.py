@@ -58,7 +58,7 @@ def test_wait_returns_immediately_when_unshown_mail_exists(api: Api) -> None:
     body = reader.ok("GET", "/inbox/wait", params={"timeout": "10"})
     elapsed = time.monotonic() - started
 
-    assert elapsed < 2.0
+    assert elapsed < 5.0  # not the 10 s timeout (room for a loaded machine)
     assert set(body) == WAIT_KEYS
     assert [i["message_id"] for i in body["items"]] == [sent["message"]["id"]]
     assert body["returned"] == 1 and body["waiting"] == 1 and body["more"] is False
