@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     import psycopg
 
 from inbots.agents.models import KIND_AGENT
+from inbots.deliveries.tallies import recount
 from inbots.threads.models import OPEN
 
 BATCH = 5_000
@@ -335,6 +336,7 @@ def seed_inbox(
             for r in rows
         ]
         bulk_insert(conn, "deliveries", DELIVERY_COLUMNS, delivery_rows)
+        recount(conn)  # the acknowledged tally, as acknowledging them one by one would keep it
     return InboxSeed(
         deliveries=len(rows),
         messages=len(messages),

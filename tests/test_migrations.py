@@ -18,9 +18,20 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect, text
 
+from inbots.agents.service import create_agent
+from inbots.auth.service import authenticate
 from inbots.config import load_settings
 from inbots.db.base import Base, import_models
+from inbots.db.engine import Database
 from inbots.db.migrate import alembic_config, include_name
+from inbots.db.uow import unit_of_work
+from inbots.deliveries.schemas import AckRequest
+from inbots.deliveries.service import acknowledge
+from inbots.messages.schemas import MessageCreate
+from inbots.messages.service import send_message
+from inbots.threads.schemas import ThreadCreate
+from inbots.threads.service import open_thread
+from inbots.workspaces.service import create_workspace
 from tests.conftest import IN_CI, PG_ADMIN_URL, _pg_available
 from tests.processes import inbots_executable
 
@@ -239,3 +250,48 @@ def test_0013_moves_each_agents_key_to_agent_keys_and_back(fresh_url: str) -> No
             ]
     finally:
         engine.dispose()
+
+
+def test_0020_tallies_the_acknowledged_deliveries_already_stored(fresh_url: str) -> None:
+    """Mail acknowledged before 0020 is counted into the tally by the upgrade, per workspace;
+    the downgrade drops the tally and the index, and the next upgrade counts again."""
+    settings = load_settings(database_url=fresh_url)
+    config = alembic_config(settings)
+    command.upgrade(config, "head")
+    db = Database(settings)
+    try:
+        for name, acked in (("first", 3), ("second", 1)):
+            with unit_of_work(db) as uow:
+                workspace = create_workspace(uow, name).workspace_id
+                keys = [create_agent(uow, workspace, n).api_key for n in ("writer", "reader")]
+            with unit_of_work(db, readonly=True) as uow:
+                writer, reader = (authenticate(uow, key) for key in keys)
+            with unit_of_work(db) as uow:
+                thread = open_thread(uow, writer, ThreadCreate(title="t", participants=["reader"]))
+                ids = [
+                    send_message(uow, writer, thread.id, MessageCreate(body=f"m{n}"))
+                    .deliveries[0]
+                    .id
+                    for n in range(4)
+                ]
+            with unit_of_work(db) as uow:
+                acknowledge(uow, reader, AckRequest(ids=ids[:acked]))
+        expected = {("first", 3), ("second", 1)}
+        tallied = text(
+            "SELECT w.name, sum(t.acknowledged) FROM delivery_tallies t"
+            " JOIN workspaces w ON w.id = t.workspace_id GROUP BY w.name"
+        )
+        with db.engine.connect() as conn:
+            assert {tuple(row) for row in conn.execute(tallied)} == expected
+
+        db.dispose()
+        command.downgrade(config, "0019")
+        with db.engine.connect() as conn:
+            assert "delivery_tallies" not in inspect(conn).get_table_names()
+            indexes = {i["name"] for i in inspect(conn).get_indexes("deliveries")}
+            assert "ix_deliveries_open" not in indexes
+        command.upgrade(config, "0020")
+        with db.engine.connect() as conn:
+            assert {tuple(row) for row in conn.execute(tallied)} == expected
+    finally:
+        db.dispose()

@@ -311,6 +311,28 @@ def db_upgrade(revision: Annotated[str, typer.Argument()] = "head") -> None:
         _print_minted(seeded.minted_token)
 
 
+@db_app.command("recount")
+def db_recount() -> None:
+    """Count every workspace's acknowledged deliveries afresh (the tally the operator's counts
+    read): after a bulk load of deliveries, or a rolling upgrade to 0020 during which web
+    processes of the previous release acknowledged mail."""
+    from inbots.db.engine import Database
+    from inbots.db.uow import unit_of_work
+    from inbots.deliveries.tallies import count, recount
+
+    settings = settings_or_exit()
+    db = Database(settings)
+    try:
+        with unit_of_work(db) as uow:
+            recount(uow.session)
+            total = count(uow.session, None)
+    except Exception as exc:
+        fail(f"recount failed: {exc}")
+    finally:
+        db.dispose()
+    out.print(f"{total:,} acknowledged deliveries counted.")
+
+
 @workspace_app.command("create")
 def workspace_create(name: Annotated[str, typer.Argument(help="A name for people.")]) -> None:
     """Create another, fully isolated workspace and print its operator token once."""

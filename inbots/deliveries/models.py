@@ -2,7 +2,17 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, ForeignKey, Index, Integer, String, Text, or_, text
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    or_,
+    text,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from inbots.db.base import Base, UTCDateTime
@@ -116,6 +126,15 @@ class Delivery(Base):
             sqlite_where=text("stalled_at IS NOT NULL"),
             postgresql_where=text("stalled_at IS NOT NULL"),
         ),
+        # The operator's counts by state (inbots.stats): every state but "acknowledged" is a
+        # row not yet acknowledged, read through this index; the acknowledged ones, the bulk of
+        # history, are a tally (DeliveryTally). Rows leave the index when they are acknowledged.
+        Index(
+            "ix_deliveries_open",
+            "workspace_id",
+            sqlite_where=text("acknowledged_at IS NULL"),
+            postgresql_where=text("acknowledged_at IS NULL"),
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
@@ -221,3 +240,16 @@ class DeliveryAttempt(Base):
     status_code: Mapped[int | None] = mapped_column(Integer)
     reason: Mapped[str] = mapped_column(String(40))
     response_excerpt: Mapped[str | None] = mapped_column(Text)
+
+
+class DeliveryTally(Base):
+    """How many of a workspace's deliveries are acknowledged, kept exact as they are
+    (:mod:`inbots.deliveries.tallies`): the operator's counts read this instead of counting
+    history. Split over a few rows per workspace (``shard``), so that acknowledgements of
+    different agents do not queue for one row; the count is their sum."""
+
+    __tablename__ = "delivery_tallies"
+
+    workspace_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    shard: Mapped[int] = mapped_column(Integer, primary_key=True)
+    acknowledged: Mapped[int] = mapped_column(BigInteger, default=0)

@@ -32,6 +32,7 @@ from sqlalchemy.orm import Session
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
+from inbots.deliveries import tallies
 from inbots.deliveries.models import Delivery, DeliveryAttempt
 from inbots.events.models import Event
 from inbots.kit.clock import utcnow
@@ -135,6 +136,12 @@ def _delete_batch(session: Session, ids: list[str]) -> PurgeReport:
     attempts = gone(delete(DeliveryAttempt).where(DeliveryAttempt.delivery_id.in_(delivery_ids)))
     attempts += gone(delete(DeliveryAttempt).where(DeliveryAttempt.event_id.in_(event_ids)))
     events = gone(delete(Event).where(Event.thread_id.in_(ids)))
+    acknowledged = session.execute(
+        select(Delivery.workspace_id, func.count())
+        .where(Delivery.thread_id.in_(ids), Delivery.acknowledged_at.is_not(None))
+        .group_by(Delivery.workspace_id)
+    ).all()
+    tallies.purged(session, [(workspace_id, n) for workspace_id, n in acknowledged])
     deliveries = gone(delete(Delivery).where(Delivery.thread_id.in_(ids)))
     messages = gone(delete(Message).where(Message.thread_id.in_(ids)))
     gone(delete(Participant).where(Participant.thread_id.in_(ids)))

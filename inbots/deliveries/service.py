@@ -12,6 +12,7 @@ from inbots.agents import service as agents
 from inbots.agents.models import Agent
 from inbots.auth.service import Caller
 from inbots.db.uow import UnitOfWork, mostly_reads, reads
+from inbots.deliveries import tallies
 from inbots.deliveries.models import Delivery, DeliveryAttempt
 from inbots.deliveries.outbox import publish_again
 from inbots.deliveries.schemas import (
@@ -464,6 +465,7 @@ def acknowledge(uow: UnitOfWork, caller: Caller, request: AckRequest) -> AckResu
                 .execution_options(synchronize_session=False)
             ).all()
         )
+        tallies.acknowledged(uow.session, caller.workspace_id, caller.agent_id, len(done))
         # Each sender is told: its long-poll (receipts) and, if its webhook receives them, a
         # message.acknowledged notification.
         events.record_acknowledged(

@@ -20,6 +20,7 @@ from inbots.agents.models import KIND_AGENT, Agent
 from inbots.auth.service import Caller
 from inbots.config import Settings
 from inbots.db.uow import UnitOfWork, reads
+from inbots.deliveries import tallies
 from inbots.deliveries.models import Delivery, DeliveryAttempt
 from inbots.deliveries.state import STATES
 from inbots.deliveries.state_sql import state_filter, state_sql
@@ -43,13 +44,19 @@ def seconds_since(now: datetime, then: datetime | None) -> float | None:
 
 
 def delivery_counts(db: Reader, workspace_id: str | None) -> dict[str, int]:
-    """Deliveries in each derived state (every state, zeros included) and their ``total``."""
+    """Deliveries in each derived state (every state, zeros included) and their ``total``,
+    exact: the rows not yet acknowledged grouped by state (``ix_deliveries_open``), and the
+    acknowledged ones from their tally (:mod:`inbots.deliveries.tallies`). So the cost follows
+    the mail still open, not the history kept."""
     state = state_sql(Delivery).label("state")
     rows = db.execute(
-        select(state, func.count()).where(_in(Delivery.workspace_id, workspace_id)).group_by(state)
+        select(state, func.count())
+        .where(_in(Delivery.workspace_id, workspace_id), Delivery.acknowledged_at.is_(None))
+        .group_by(state)
     ).all()
     counts = dict.fromkeys(STATES, 0)
     counts.update({name: int(n) for name, n in rows})
+    counts["acknowledged"] = tallies.count(db, workspace_id)
     counts["total"] = sum(counts[s] for s in STATES)
     return counts
 
