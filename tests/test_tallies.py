@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
@@ -19,6 +21,7 @@ from inbots.deliveries.state_sql import state_sql
 from inbots.kit.clock import utcnow
 from inbots.threads.models import Thread
 from tests.helpers import Api, Caller, metric_samples, sample
+from tests.processes import inbots_executable
 
 
 def counted_row_by_row(database: Database, workspace_id: str | None) -> dict[str, int]:
@@ -122,3 +125,26 @@ def test_recount_rebuilds_the_tally_from_the_rows(api: Api, database: Database) 
     with unit_of_work(database) as uow:
         tallies.recount(uow.session)
     assert assert_exact(api, database, ws)["acknowledged"] == 3
+
+
+def test_inbots_db_recount_repairs_the_tally(api: Api, database: Database, db_url: str) -> None:
+    api.agent("reader")
+    sender = api.agent("sender")
+    thread = sender.open_thread("Recount", ["reader"])
+    ids = [sender.send(thread["id"], f"n {n}")["deliveries"][0]["id"] for n in range(2)]
+    ws = workspace_of(database, ids[0])
+    with unit_of_work(database) as uow:  # acknowledged behind the tally's back
+        uow.session.execute(
+            update(Delivery).where(Delivery.id.in_(ids)).values(acknowledged_at=utcnow())
+        )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INBOTS_")}
+    done = subprocess.run(
+        [inbots_executable(), "db", "recount"],
+        env=env | {"INBOTS_DATABASE_URL": db_url},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "2 acknowledged deliveries counted."
+    assert assert_exact(api, database, ws)["acknowledged"] == 2
