@@ -4,6 +4,7 @@ same number of SQL statements however many recipients it has."""
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -30,18 +31,29 @@ SENDS_EACH = 50
 TOTAL = SENDERS * SENDS_EACH
 
 
-def _send_all(base_url: str, key: str, name: str, thread_id: str) -> list[int]:
-    statuses = []
+def _send_all(base_url: str, key: str, name: str, thread_id: str) -> tuple[list[int], int]:
+    """Each send's final status, and how many times a send was answered 503 and sent again.
+
+    A client does what the contract says to a 503 (the database was too busy: nothing was
+    stored): it waits and sends again. On a heavily loaded machine SQLite now and then refuses
+    one write of the twenty at once. (Had the refused send stored anything, its message would be
+    there twice: the counts of messages and of distinct bodies below would say so.)"""
+    statuses, again = [], 0
     with httpx.Client(base_url=base_url, timeout=60) as client:
         headers = {"Authorization": f"Bearer {key}"}
         for i in range(SENDS_EACH):
-            response = client.post(
-                f"/v1/threads/{thread_id}/messages",
-                json={"body": f"{name} #{i}", "kind": "update"},
-                headers=headers,
-            )
+            while True:
+                response = client.post(
+                    f"/v1/threads/{thread_id}/messages",
+                    json={"body": f"{name} #{i}", "kind": "update"},
+                    headers=headers,
+                )
+                if response.status_code != 503:
+                    break
+                again += 1
+                time.sleep(min(float(response.headers.get("retry-after", 1)), 1.0))
             statuses.append(response.status_code)
-    return statuses
+    return statuses, again
 
 
 @pytest.mark.slow
@@ -57,8 +69,9 @@ def test_twenty_concurrent_senders_deliver_exactly_once(api: Api, database: Data
             for name, caller in senders.items()
         }
         results = {name: future.result() for name, future in futures.items()}
-    for name, statuses in results.items():
+    for name, (statuses, _) in results.items():
         assert Counter(statuses) == {201: SENDS_EACH}, (name, Counter(statuses))
+    assert sum(again for _, again in results.values()) <= TOTAL // 100  # rare, not the rule
 
     # The database: 1000 messages, and exactly one delivery of each to the receiver.
     with database.engine.connect() as conn:
