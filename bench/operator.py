@@ -63,6 +63,8 @@ class Plan:
 
 FULL = Plan(name="full", sizes=(20_000, 100_000), rounds=3, warmup=3, requests=50)
 QUICK = replace(FULL, name="quick", sizes=(5_000, 20_000), rounds=1, requests=20)
+# --large: does the cost follow history? 100,000 and 1,000,000 deliveries (seeding takes minutes).
+LARGE = replace(FULL, name="large", sizes=(100_000, 1_000_000))
 
 
 @dataclass(frozen=True)
@@ -348,12 +350,16 @@ def render(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    large = "--large" in args  # 100,000 and 1,000,000 deliveries instead of the full run's sizes
+    if large:
+        args.remove("--large")
     return run_main(
-        argv,
+        args,
         prog="python -m bench.operator",
         description=__doc__,
         quick_help="small sizes, one round",
-        plans=(FULL, QUICK),
+        plans=(LARGE if large else FULL, QUICK),
         run_backend=run_backend,
         render=render,
     )
