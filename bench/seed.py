@@ -273,6 +273,8 @@ def seed_inbox(
         raise AssertionError(f"seeded {reader_seen} reader deliveries, meant {reader_messages}")
 
     with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":  # a million rows take longer than a request may
+            conn.exec_driver_sql("SET LOCAL statement_timeout = 0")
         if conn.dialect.name == "postgresql":
             # The rows are consistent by construction: skip the per-row foreign-key triggers
             # for this transaction (needs a superuser, as the benchmark's throwaway database has).
