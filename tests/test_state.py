@@ -176,14 +176,15 @@ def test_state_of_spot_checks() -> None:
     assert state(held_at=T0, expired_at=T2) == "expired"
 
 
-def _insert_combinations(api: Api, database: Database) -> dict[str, str]:
-    """One real delivery row per combination; returns id -> reference state."""
+def _anchor(api: Api, database: Database, title: str) -> Any:
+    """One real send's delivery (its workspace, message, thread and recipient), for rows of a
+    test's own to hang from."""
     sender = api.agent("sender")
     api.agent("reader")
-    thread = sender.open_thread("State table", ["reader"])
+    thread = sender.open_thread(title, ["reader"])
     sent = sender.send(thread["id"], "anchor")
     with unit_of_work(database, readonly=True) as uow:
-        anchor = uow.session.execute(
+        return uow.session.execute(
             select(
                 Delivery.workspace_id,
                 Delivery.message_id,
@@ -191,6 +192,11 @@ def _insert_combinations(api: Api, database: Database) -> dict[str, str]:
                 Delivery.recipient_id,
             ).where(Delivery.id == sent["deliveries"][0]["id"])
         ).one()
+
+
+def _insert_combinations(api: Api, database: Database) -> dict[str, str]:
+    """One real delivery row per combination; returns id -> reference state."""
+    anchor = _anchor(api, database, "State table")
     expected: dict[str, str] = {}
     rows = []
     for combo in COMBOS:
@@ -283,23 +289,12 @@ def test_the_inbox_index_predicate_and_the_waiting_expressions_pick_the_same_row
     queries use, ``Delivery.waiting()``. Over every combination of the stamps they read they
     pick the same rows; and on PostgreSQL, whose planner uses a partial index only for a query
     that implies its predicate, the waiting count of a recipient reads that index."""
-    sender = api.agent("sender")
-    api.agent("reader")
-    thread = sender.open_thread("Waiting", ["reader"])
-    sent = sender.send(thread["id"], "anchor")
-    with unit_of_work(database, readonly=True) as uow:
-        anchor = uow.session.execute(
-            select(Delivery).where(Delivery.id == sent["deliveries"][0]["id"])
-        ).scalar_one()
-        base = {
-            "workspace_id": anchor.workspace_id,
-            "message_id": anchor.message_id,
-            "thread_id": anchor.thread_id,
-            "recipient_id": anchor.recipient_id,
-            "publish_count": 0,
-            "accepted_at": T0,
-            "moved_at": T0,
-        }
+    base = {
+        **_anchor(api, database, "Waiting")._asdict(),
+        "publish_count": 0,
+        "accepted_at": T0,
+        "moved_at": T0,
+    }
     stamps = ("acknowledged_at", "expired_at", "thread_closed_at", "held_at", "approved_at")
     rows = [
         {**base, "id": new_id("dlv"), **dict(zip(stamps, values, strict=True))}
