@@ -100,8 +100,10 @@ _PLACEHOLDER = re.compile(r"\{(\w+)(:[^{}]*)?\}")
 def describe(text: str, limits: Limits) -> str:
     """``text`` with every ``{limit}`` / ``{limit:,}`` naming a :class:`Limits` field filled in;
     other braces are left as they are."""
-    values = limits.model_dump()
+    return _fill(text, limits.model_dump())
 
+
+def _fill(text: str, values: dict[str, Any]) -> str:
     def fill(match: re.Match[str]) -> str:
         name, spec = match.group(1), (match.group(2) or ":")[1:]
         if name not in values:
@@ -117,18 +119,21 @@ def describe(text: str, limits: Limits) -> str:
 def resolve(schema: Any, limits: Limits) -> Any:
     """A copy of a JSON schema with every field's bounds turned into numbers and its
     descriptions filled in (see the module's docstring)."""
+    return _resolve(schema, limits.model_dump())
+
+
+def _resolve(schema: Any, values: dict[str, Any]) -> Any:
     if isinstance(schema, list):
-        return [resolve(item, limits) for item in schema]
+        return [_resolve(item, values) for item in schema]
     if not isinstance(schema, dict):
         return schema
-    values = limits.model_dump()
     out: dict[str, Any] = {}
     for key, value in schema.items():
         if key == BOUNDS_KEY and isinstance(value, dict):
             for keyword, bound in value.items():
                 out[keyword] = values[bound] if isinstance(bound, str) else bound
         elif key == "description" and isinstance(value, str):
-            out[key] = describe(value, limits)
+            out[key] = _fill(value, values)
         else:
-            out[key] = resolve(value, limits)
+            out[key] = _resolve(value, values)
     return out

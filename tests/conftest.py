@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import threading
 import time
 import uuid
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx._transports.default as httpx_transports
 import pytest
 import uvicorn
 from sqlalchemy import Engine, create_engine, text
@@ -59,6 +61,30 @@ TABLES = (
     "agents",
     "workspaces",
 )
+
+
+def _share_default_tls() -> None:
+    """One TLS context per default configuration for every httpx client this process makes.
+    httpx builds a context per client (``httpx.get`` too), parsing certifi's whole CA bundle:
+    about 30 ms of CPU each, some 90 s over the suite. The context is the same each time (same
+    roots, same options) and nothing changes it after it is made, so sharing it changes no
+    behaviour; the product shares one per process the same way (``inbots.client``, webhooks)."""
+    build = httpx_transports.create_ssl_context
+    made: dict[bool, ssl.SSLContext] = {}
+
+    def create_ssl_context(
+        verify: ssl.SSLContext | str | bool = True, cert: Any = None, trust_env: bool = True
+    ) -> ssl.SSLContext:
+        if verify is not True or cert is not None:
+            return build(verify=verify, cert=cert, trust_env=trust_env)
+        if trust_env not in made:
+            made[trust_env] = build(verify=verify, cert=cert, trust_env=trust_env)
+        return made[trust_env]
+
+    httpx_transports.create_ssl_context = create_ssl_context  # type: ignore[assignment]
+
+
+_share_default_tls()
 
 
 def _pg_available() -> str | None:

@@ -869,3 +869,44 @@ def test_models_keep_fields_a_newer_server_adds() -> None:
     )
     assert item.model_extra == {"held": True} and item.priority == "normal"
     assert item.model_dump(mode="json")["sent_at"] == "2026-11-29T19:47:51.977083Z"
+
+
+def test_clients_share_one_verifying_tls_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every client of a process uses one TLS context (building one parses the whole CA bundle),
+    and sharing it keeps certificate and host name checks on. The webhook clients do the same."""
+    import ssl
+
+    import httpx._config
+    import httpx._transports.default
+
+    from inbots.config import load_settings
+    from inbots.deliveries.notify import make_client
+
+    # httpx as shipped: the suite's conftest shares httpx's default context for its own clients.
+    monkeypatch.setattr(
+        httpx._transports.default, "create_ssl_context", httpx._config.create_ssl_context
+    )
+
+    def context_of(http: httpx.Client | httpx.AsyncClient) -> ssl.SSLContext:
+        return http._transport._pool._ssl_context  # type: ignore[union-attr,no-any-return]
+
+    first, second = Client("https://inbots.test", "agt_x"), Client("https://other.test", "agt_y")
+    async_client = AsyncClient("https://inbots.test", "agt_x")
+    try:
+        shared = context_of(first._http)
+        assert context_of(second._http) is shared
+        assert context_of(async_client._http) is shared
+        assert shared.verify_mode == ssl.CERT_REQUIRED and shared.check_hostname
+    finally:
+        first.close()
+        second.close()
+        asyncio.run(async_client.aclose())
+    settings = load_settings(database_url="sqlite://")
+    hooks, more = make_client(settings), make_client(settings)
+    try:
+        assert context_of(hooks) is context_of(more)
+        assert context_of(hooks).verify_mode == ssl.CERT_REQUIRED
+        assert context_of(hooks).check_hostname
+    finally:
+        hooks.close()
+        more.close()

@@ -4,7 +4,9 @@ client builds a request or reads a response any other way."""
 
 from __future__ import annotations
 
+import functools
 import re
+import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -46,6 +48,14 @@ class Call(Generic[T]):
     json: Any = None
     headers: Mapping[str, str] = field(default_factory=dict)
     wait: float | None = None  # a long-poll of up to this many seconds
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The TLS context every client of this process shares: httpx's default (certifi's roots,
+    or ``SSL_CERT_FILE``/``SSL_CERT_DIR`` as set when the first client is made). Building one
+    parses the whole CA bundle, tens of milliseconds of CPU per client otherwise."""
+    return httpx.create_ssl_context()
 
 
 def query(**values: object) -> dict[str, str]:

@@ -9,7 +9,7 @@ from typing import Any, TypeVar, overload
 import httpx
 
 from inbots.client import _calls
-from inbots.client._base import DEFAULT_TIMEOUT, Call, ClientConfig
+from inbots.client._base import DEFAULT_TIMEOUT, Call, ClientConfig, tls_context
 from inbots.client._errors import NotFound
 from inbots.client._feed import Feed
 from inbots.client._models import (
@@ -75,6 +75,7 @@ class Client:
             headers=self._config.headers,
             timeout=self._config.timeout,
             transport=transport,
+            verify=tls_context(),
         )
 
     @property

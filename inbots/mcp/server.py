@@ -4,6 +4,7 @@ both serve :func:`build_server`, each with its own backend."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -24,13 +25,22 @@ from inbots.mcp.tools import INSTRUCTIONS, failure, tool_specs
 BackendFor = Callable[[ServerRequestContext[Any, Any]], Backend]
 
 
+@functools.lru_cache(maxsize=8)
+def _catalogue(limits_json: str) -> tuple[ListToolsResult, dict[str, dict[str, Any]]]:
+    """The tool list and each tool's input schema for these limits. Made once per process and
+    set of limits (each server of a process shares them, read-only): generating the JSON schemas
+    of every tool's arguments and result takes about a tenth of a second."""
+    limits = Limits.model_validate_json(limits_json)
+    specs = tool_specs()
+    listed = ListToolsResult(tools=[spec.listing(limits) for spec in specs])
+    return listed, {spec.name: spec.input_schema(limits) for spec in specs}
+
+
 def build_server(backend_for: BackendFor, limits: Limits) -> Server[Any]:
     """The MCP server for these tools. ``backend_for`` gives the backend of the request's caller
     (raising :class:`InbotsError` if there is none)."""
-    specs = tool_specs()
-    by_name = {spec.name: spec for spec in specs}
-    listed = ListToolsResult(tools=[spec.listing(limits) for spec in specs])
-    schemas = {spec.name: spec.input_schema(limits) for spec in specs}
+    by_name = {spec.name: spec for spec in tool_specs()}
+    listed, schemas = _catalogue(limits.model_dump_json())
 
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
