@@ -14,6 +14,9 @@ KIND_PERSON = "person"
 OPERATOR_USERNAME = "operator"
 
 
+ARCHIVED = "archived"  # an archived agent's status
+
+
 class Agent(Base):
     """A username; its keys are rows of ``agent_keys``. The workspace's operator has a row too
     (``kind='operator'``, username ``operator``, no key): it is a participant, sender and
@@ -59,7 +62,7 @@ class Agent(Base):
 
     @property
     def archived(self) -> bool:
-        return self.status == "archived"
+        return self.status == ARCHIVED
 
 
 class AgentKey(Base):

@@ -13,7 +13,7 @@ from sqlalchemy import and_, func, literal, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from inbots.agents.models import KIND_OPERATOR, Agent, AgentKey, AgentSession
+from inbots.agents.models import ARCHIVED, KIND_OPERATOR, Agent, AgentKey, AgentSession
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.db.uow import UnitOfWork, unit_of_work
@@ -150,7 +150,17 @@ def authenticate(uow: UnitOfWork, token: str, session: SessionSeen | None = None
         else literal(False)
     )
     stmt = (
-        select(AgentKey.id, AgentKey.key_hash, AgentKey.last_used_at, Agent, AgentSession)
+        select(
+            AgentKey.id,
+            AgentKey.key_hash,
+            AgentKey.last_used_at,
+            Agent.workspace_id,
+            Agent.id,
+            Agent.username,
+            Agent.last_seen_at,
+            Agent.status,
+            AgentSession.last_seen_at,
+        )
         .join(Agent, Agent.id == AgentKey.agent_id)
         .outerjoin(AgentSession, named)
         .where(AgentKey.key_hash == digest)
@@ -158,19 +168,21 @@ def authenticate(uow: UnitOfWork, token: str, session: SessionSeen | None = None
     found = uow.session.execute(stmt).first()
     if found is None:
         raise Unauthorized(_BAD_TOKEN)
-    key_id, key_hash, key_last_used_at, agent, seen = found
-    if not tokens.matches(token, key_hash) or agent.archived:
+    key_id, key_hash, key_last_used_at, workspace_id, agent_id, username, seen_at, status = found[
+        :8
+    ]
+    if not tokens.matches(token, key_hash) or status == ARCHIVED:
         raise Unauthorized(_BAD_TOKEN)
     return Caller(
-        agent.workspace_id,
-        agent.id,
-        agent.username,
+        workspace_id,
+        agent_id,
+        username,
         False,
-        agent.last_seen_at,
+        seen_at,
         key_id=key_id,
         key_last_used_at=key_last_used_at,
         session=session,
-        session_last_seen_at=seen.last_seen_at if seen is not None else None,
+        session_last_seen_at=found[8],  # None: no session row yet (or none named)
     )
 
 

@@ -53,6 +53,12 @@ RULES: tuple[Rule, ...] = (
     Rule("accepted", None),
 )
 STATES: tuple[str, ...] = tuple(rule.state for rule in RULES)
+# Every stamp the rules read: what a row needs for state_of().
+STATE_STAMPS: tuple[str, ...] = tuple(
+    dict.fromkeys(
+        name for rule in RULES for name in (rule.stamp, *rule.unless, *rule.newer_than) if name
+    )
+)
 
 
 def _holds(rule: Rule, row: Any) -> bool:

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
-from inbots.api.deps import AuthFirstRoute, Ctx, OperatorCtx
+from inbots.api.deps import AuthFirstRoute, Ctx, OperatorCtx, rendered
 from inbots.deliveries import service, wait
 from inbots.deliveries.schemas import AckRequest, AckResult, DeliveryRead, Inbox, Waited
 from inbots.messages import service as messages
@@ -20,21 +20,23 @@ def inbox(
     status: str | None = None,
     priority: str | None = None,
     since: str | None = None,
-) -> Inbox:
+) -> Response:
     """Your mail, urgent first, then oldest first: by default the unacknowledged, summaries only
     (stamps delivered, never fetched). ``cursor`` (the previous answer's ``next_cursor``) pages
     on without acknowledging anything; ``include=body`` adds bodies (at most 20 a page) and
     stamps those fetched; ``status=unacked|acked|all``; ``priority=urgent``; ``since=`` a
     delivery id or an RFC 3339 time. With the operator token: the operator's own mail (replies
     and mail addressed to ``operator``)."""
-    return ctx.run(
-        service.inbox,
-        limit,
-        cursor=cursor,
-        include=include,
-        status=status,
-        priority=priority,
-        since=since,
+    return rendered(
+        ctx.run(
+            service.inbox,
+            limit,
+            cursor=cursor,
+            include=include,
+            status=status,
+            priority=priority,
+            since=since,
+        )
     )
 
 
@@ -47,7 +49,7 @@ def operator_inbox(
     status: str | None = None,
     priority: str | None = None,
     since: str | None = None,
-) -> Inbox:
+) -> Response:
     """The operator's own mail: an alias of ``/v1/inbox`` called with the operator token."""
     return inbox(ctx, limit, cursor, include, status, priority, since)
 
