@@ -87,6 +87,28 @@ def _share_default_tls() -> None:
 _share_default_tls()
 
 
+# Handed out first: the modules with the longest tests (real processes, long scenarios) and the
+# two xdist groups (each runs on one worker from start to end). Handed out in file order, they
+# came last and left the other workers idle at the end of a run, waiting on one long test.
+LONG_FIRST = (
+    "test_production_shape",
+    "test_dashboard",
+    "test_concurrency",
+    "test_protocol",
+    "test_celery_worker",
+    "test_faults",
+    "test_caps",
+    "test_settings",
+    "test_observability",
+    "test_mcp_http",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(Path(str(item.fspath)).stem, len(rank)))  # stable
+
+
 def _pg_available() -> str | None:
     try:
         engine = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")

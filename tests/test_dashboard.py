@@ -8,6 +8,7 @@ databases.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -44,6 +45,7 @@ from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
+from selenium.webdriver.support.expected_conditions import staleness_of  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 # SQLite only: these drive the same services the API tests cover on both databases. One xdist
@@ -97,6 +99,7 @@ class Dashboard:
     def __init__(self, driver: WebDriver, base_url: str) -> None:
         self.driver = driver
         self.base_url = base_url
+        self._flash: WebElement | None = None  # the flash read last
 
     def go(self, path: str) -> None:
         self.driver.get(self.base_url + path)
@@ -152,8 +155,15 @@ class Dashboard:
         self.find("#sign-in").click()
 
     def flash(self) -> str:
-        text: str = self.act("#flash", lambda element: element.text)
-        return text
+        """The flash of the page the last click led to. A click does not wait for the page its
+        form submits, so the flash read last (of the page before) is waited out first: read at
+        once, it could be taken for the new one."""
+        if self._flash is not None:
+            # Still the same page after 10 s: what it says is for the assertion to judge.
+            with contextlib.suppress(TimeoutException):
+                WebDriverWait(self.driver, 10).until(staleness_of(self._flash))
+        self._flash, text = self.act("#flash", lambda element: (element, element.text))
+        return str(text)
 
     def session_cookie(self) -> dict[str, Any]:
         cookies = {c["name"]: c for c in self.driver.get_cookies()}

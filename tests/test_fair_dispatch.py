@@ -500,3 +500,48 @@ def test_a_batch_goes_on_with_the_rows_it_can_lock_and_takes_a_held_one_alone(
     assert results == [Result("notified")]
     assert reasons(api, free) == [(1, 1, "publish", "ok")]
     assert reasons(api, held) == [(1, 1, "publish", "ok")]
+
+
+@pytest.mark.parametrize("size", [2, 6])
+def test_a_batch_of_successes_is_recorded_in_one_insert_and_one_update(
+    api: Api, database: Database, settings: Settings, size: int
+) -> None:
+    """Successes that finished together (a batch's POSTs against a fast receiver) are recorded
+    in as many statements for six deliveries as for two: their attempts in one INSERT, their
+    rows released and stamped notified in one UPDATE. Each delivery still gets exactly its own
+    attempt and stamp. (The record is called with all of them, as when they all finished
+    while the one before was being written: which POSTs finish together is up to timing.)"""
+    from sqlalchemy import event
+
+    from inbots.deliveries.notify import _claim_together, _record_all, _send_and_release
+
+    wide = Engine(database, settings, make_client(settings), LocalLimiter(16, 30.0))
+    statements: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        statements.append(" ".join(statement.split()))
+
+    try:
+        with receiver(always(204)) as hook:
+            jobs = [Job(d, 1, "publish") for _ in range(size) for d in mail(api, hook.url, 1)]
+            jobs.sort(key=lambda job: job.row_id)
+            claimed = _claim_together(wide, jobs, utcnow())
+            done = [
+                (jobs[k], claim, _send_and_release(wide, claim, jobs[k].row_id))
+                for k, claim in sorted(claimed.items())
+            ]
+        assert len(done) == size
+        event.listen(database.engine, "before_cursor_execute", seen)
+        try:
+            results = _record_all(wide, done)  # type: ignore[arg-type]
+        finally:
+            event.remove(database.engine, "before_cursor_execute", seen)
+    finally:
+        wide.client.close()
+    assert results == [Result("notified")] * size
+    attempts = [s for s in statements if s.startswith("INSERT INTO delivery_attempts")]
+    stamped = [s for s in statements if s.startswith("UPDATE deliveries") and "notified_at" in s]
+    assert (len(attempts), len(stamped)) == (1, 1), statements
+    for job in jobs:
+        assert reasons(api, job.row_id) == [(1, 1, "publish", "ok")]
+        assert row(database, job.row_id).notified_at is not None

@@ -389,7 +389,10 @@ def _record_together(
             ]
             free = outbox.lock_free(uow.session, [done[i][0].row_id for i in plain])
             mine = [i for i in plain if done[i][0].row_id in free]
-        results = {i: _settle(uow, engine.settings, *done[i]) for i in mine}
+        if len(done) > 1:  # plain successes only: recorded in two or three statements
+            results = _notified(uow, {i: done[i] for i in mine})
+        else:
+            results = {i: _settle(uow, engine.settings, *done[i]) for i in mine}
         # The slots these attempts held are free: hand them to the oldest deliveries parked on
         # their URLs, and, when there were some, any other free slot too (leases of a dead
         # worker expire with nobody releasing them).
@@ -412,25 +415,45 @@ def _record_together(
     }
 
 
+def _attempt(job: Job, claim: _Claim, sent: _Sent) -> dict[str, Any]:
+    """The attempt row of one finished try."""
+    return attempt_values(
+        job.row_id,
+        number=claim.number,
+        publish=job.publish,
+        trigger=job.trigger if claim.attempts_so_far == 0 else "retry",
+        url=claim.url,
+        started_at=sent.started_at,
+        duration_ms=sent.duration_ms,
+        status_code=sent.status_code,
+        reason=sent.reason,
+        response_excerpt=sent.excerpt,
+    )
+
+
+def _notified(uow: Any, done: dict[int, tuple[Job, _Claim, _Sent]]) -> dict[int, Result]:
+    """Plain successes (see :func:`_record_together`): what :func:`_settle` does for each, for
+    all at once. Their attempts go in one INSERT, and their rows are released and stamped
+    notified in one UPDATE per kind; a plain success ends no failure streak, so the agents' rows
+    are not touched."""
+    if not done:
+        return {}
+    uow.session.execute(insert(ATTEMPTS), [_attempt(*one) for one in done.values()])
+    by_kind: dict[str, tuple[outbox.Kind, list[str]]] = {}
+    for job, _, _ in done.values():
+        kind = outbox.kind_of(job)
+        by_kind.setdefault(kind.name, (kind, []))[1].append(job.row_id)
+    for kind, row_ids in by_kind.values():
+        kind.release_notified(uow, *row_ids)
+    return dict.fromkeys(done, Result("notified"))
+
+
 def _settle(uow: Any, s: Settings, job: Job, claim: _Claim, sent: _Sent) -> Result:
     made = claim.attempts_so_far + 1
     session = uow.session
     kind = outbox.kind_of(job)
-    session.execute(  # an INSERT of one row, without the unit of work's flush machinery
-        insert(ATTEMPTS),
-        attempt_values(
-            job.row_id,
-            number=claim.number,
-            publish=job.publish,
-            trigger=job.trigger if claim.attempts_so_far == 0 else "retry",
-            url=claim.url,
-            started_at=sent.started_at,
-            duration_ms=sent.duration_ms,
-            status_code=sent.status_code,
-            reason=sent.reason,
-            response_excerpt=sent.excerpt,
-        ),
-    )
+    # An INSERT of one row, without the unit of work's flush machinery.
+    session.execute(insert(ATTEMPTS), _attempt(job, claim, sent))
     raised: list[Job] = []  # the operator's alerts this attempt raises
     if not claim.alert:  # the alert webhook's own failures are no agent's failing streak
         raised = alerts.webhook_attempted(

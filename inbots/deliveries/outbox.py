@@ -253,10 +253,10 @@ class Kind:
     def owed(self, row: Any) -> bool:
         return all(getattr(row, name) is None for name in self.done)
 
-    def release_notified(self, uow: UnitOfWork, row_id: str) -> None:
-        """An attempt succeeded: release the row's claim and stamp ``notified_at`` (set once, never
-        overwritten; a delivery's first notification also restarts its stall clock), in one
-        statement."""
+    def release_notified(self, uow: UnitOfWork, *row_ids: str) -> None:
+        """Attempts succeeded: release the rows' claims and stamp ``notified_at`` (set once,
+        never overwritten; a delivery's first notification also restarts its stall clock), in
+        one statement for all of them."""
         table, now = self.model.__table__, utcnow()
         first = table.c.notified_at.is_(None)
         values: dict[str, Any] = {
@@ -266,7 +266,7 @@ class Kind:
         }
         if self.model is Delivery:
             values["moved_at"] = case((first, now), else_=table.c.moved_at)
-        uow.session.execute(update(table).where(table.c.id == row_id).values(values))
+        uow.session.execute(update(table).where(table.c.id.in_(row_ids)).values(values))
 
 
 DELIVERY = Kind(
