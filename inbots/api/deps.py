@@ -52,12 +52,17 @@ class Context:
         return await run_in_threadpool(functools.partial(self.run, fn, *args, **kwargs))
 
 
-def rendered(answer: BaseModel) -> Response:
+def rendered(answer: BaseModel, status_code: int = 200) -> Response:
     """``answer`` as the JSON FastAPI would write for the route's ``response_model``, written
     here on the worker thread: FastAPI then skips validating it again (a second worker-thread
     hop for a sync route) and serializing it. For a hot route whose answer is already the
-    response model; the model stays declared on the route for the OpenAPI document."""
-    return Response(answer.model_dump_json(by_alias=True), media_type="application/json")
+    response model; the model (and the status codes) stay declared on the route for the OpenAPI
+    document."""
+    return Response(
+        answer.model_dump_json(by_alias=True),
+        status_code=status_code,
+        media_type="application/json",
+    )
 
 
 def resolve_caller(request: Request, authorization: str | None) -> Caller:

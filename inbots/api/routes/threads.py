@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response
 
-from inbots.api.deps import AgentCtx, AuthFirstRoute, Ctx, OperatorCtx
+from inbots.api.deps import AgentCtx, AuthFirstRoute, Ctx, OperatorCtx, rendered
 from inbots.messages import service as messages
 from inbots.messages.schemas import DirectMessageCreate, History, MessageCreate, SendResult
 from inbots.threads import service
@@ -68,14 +68,11 @@ def post_message(
     ctx: Ctx,
     thread_id: str,
     body: MessageCreate,
-    response: Response,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
-) -> SendResult:
+) -> Response:
     """Post to a thread. Repeating an ``Idempotency-Key`` answers 200 with the original."""
     result = ctx.run(messages.send_message, thread_id, body, idempotency_key)
-    if result.duplicate:
-        response.status_code = 200
-    return result
+    return rendered(result, 200 if result.duplicate else 201)
 
 
 @router.post(
@@ -94,16 +91,13 @@ def post_message(
 def send_direct(
     ctx: Ctx,
     body: DirectMessageCreate,
-    response: Response,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
-) -> SendResult:
+) -> Response:
     """Open a new thread with ``to`` (usernames, or ``["*"]`` for every agent) and post its
     first message, in one transaction; ``message.thread_id`` is the new thread. Repeating an
     ``Idempotency-Key`` answers 200 with the original."""
     result = ctx.run(messages.send_direct, body, idempotency_key)
-    if result.duplicate:
-        response.status_code = 200
-    return result
+    return rendered(result, 200 if result.duplicate else 201)
 
 
 @router.get("/threads/{thread_id}/messages", response_model=History)
