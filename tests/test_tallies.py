@@ -148,3 +148,67 @@ def test_inbots_db_recount_repairs_the_tally(api: Api, database: Database, db_ur
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "2 acknowledged deliveries counted."
     assert assert_exact(api, database, ws)["acknowledged"] == 2
+
+
+def test_failed_attempts_of_the_last_hour_read_only_the_window(
+    api: Api, database: Database
+) -> None:
+    """``attempts_failed_last_hour`` counts the workspace's failed attempts since an hour ago,
+    and PostgreSQL reads them through ``ix_delivery_attempts_started_at``: the window, not the
+    whole attempt log (which grows with every notification ever sent)."""
+    from datetime import timedelta
+
+    from sqlalchemy import insert
+
+    from inbots.deliveries.attempts import attempt_values
+    from inbots.deliveries.models import DeliveryAttempt
+    from inbots.kit.clock import utcnow
+    from inbots.stats.service import attempts_failed_since
+
+    sender, reader = api.agent("sender"), api.agent("reader")
+    thread = sender.open_thread("Attempts", [reader.name])["id"]
+    delivery = sender.send(thread, "hello")["deliveries"][0]["id"]
+    now = utcnow()
+    rows = [  # (minutes ago, reason): two failures inside the hour, one outside, one success
+        (5, "timeout"),
+        (50, "http_500"),
+        (70, "timeout"),
+        (10, "ok"),
+    ]
+    with database.engine.begin() as conn:
+        for n, (minutes, reason) in enumerate(rows, start=1):
+            conn.execute(
+                insert(DeliveryAttempt),
+                attempt_values(
+                    delivery,
+                    number=n,
+                    publish=1,
+                    trigger="publish",
+                    url="http://127.0.0.1:9/hook",
+                    started_at=now - timedelta(minutes=minutes),
+                    duration_ms=1,
+                    status_code=None,
+                    reason=reason,
+                    response_excerpt=None,
+                ),
+            )
+    assert api.ok("GET", "/stats")["attempts_failed_last_hour"] == 2
+    if database.engine.dialect.name != "postgresql":
+        return
+    with database.engine.connect() as conn:
+        (workspace_id,) = conn.execute(
+            select(Delivery.workspace_id).where(Delivery.id == delivery)
+        ).one()
+    query = attempts_failed_since(workspace_id, now - timedelta(hours=1))
+    with database.engine.connect() as conn, conn.begin():
+        # A table of a few rows: scans and the loop over the workspace's deliveries priced out,
+        # so that the plan shows whether the window can be read by itself (it could not before
+        # 0021: every plan read the whole log, or every delivery of the workspace).
+        conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
+        conn.exec_driver_sql("SET LOCAL enable_nestloop = off")
+        compiled = query.compile(dialect=conn.dialect)
+        (plan,) = conn.exec_driver_sql(
+            "EXPLAIN (FORMAT JSON) " + compiled.string, compiled.params
+        ).scalar_one()
+        assert "ix_delivery_attempts_started_at" in str(plan), plan
+        conn.rollback()

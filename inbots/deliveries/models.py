@@ -226,7 +226,13 @@ class DeliveryAttempt(Base):
     (``inbots.events``); exactly one of the two ids is set."""
 
     __tablename__ = "delivery_attempts"
-    __table_args__ = (Index(None, "delivery_id", "number"), Index(None, "event_id", "number"))
+    __table_args__ = (
+        Index(None, "delivery_id", "number"),
+        Index(None, "event_id", "number"),
+        # The recent window (the failed attempts of the last hour, each agent's webhook health),
+        # read without the whole log.
+        Index("ix_delivery_attempts_started_at", "started_at"),
+    )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     delivery_id: Mapped[str | None] = mapped_column(ForeignKey("deliveries.id"))

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, literal, select, true
+from sqlalchemy import ColumnElement, Select, func, literal, select, true
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
@@ -126,6 +126,21 @@ def agent_counts(
     return AgentCounts(total=total, active=active, never_connected=never, archived=archived)
 
 
+def attempts_failed_since(workspace_id: str, since: datetime) -> Select[int]:
+    """How many of the workspace's webhook attempts since ``since`` failed: read through
+    ``ix_delivery_attempts_started_at``, so the cost is the window's, not the log's."""
+    return (
+        select(func.count())
+        .select_from(DeliveryAttempt)
+        .join(Delivery, Delivery.id == DeliveryAttempt.delivery_id)
+        .where(
+            Delivery.workspace_id == workspace_id,
+            DeliveryAttempt.started_at >= since,
+            DeliveryAttempt.reason != "ok",
+        )
+    )
+
+
 @reads
 def get_stats(uow: UnitOfWork, caller: Caller) -> Stats:
     caller.require_operator()
@@ -145,16 +160,7 @@ def get_stats(uow: UnitOfWork, caller: Caller) -> Stats:
     failed_last_hour = session.scalar(
         select(func.count()).where(Delivery.workspace_id == ws, Delivery.failed_at >= now - HOUR)
     )
-    attempts_failed = session.scalar(
-        select(func.count())
-        .select_from(DeliveryAttempt)
-        .join(Delivery, Delivery.id == DeliveryAttempt.delivery_id)
-        .where(
-            Delivery.workspace_id == ws,
-            DeliveryAttempt.started_at >= now - HOUR,
-            DeliveryAttempt.reason != "ok",
-        )
-    )
+    attempts_failed = session.scalar(attempts_failed_since(ws, now - HOUR))
     swept = last_beat(session, RENOTIFY)  # installation-wide: one sweep serves every workspace
     return Stats(
         deliveries=delivery_counts(session, ws),
