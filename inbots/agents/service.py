@@ -11,6 +11,7 @@ from sqlalchemy.exc import IntegrityError
 
 from inbots.agents import keys
 from inbots.agents.models import (
+    ARCHIVED,
     KIND_AGENT,
     KIND_OPERATOR,
     KIND_PERSON,
@@ -216,7 +217,7 @@ def archive_agent(uow: UnitOfWork, caller: Caller, id_or_username: str) -> Agent
     caller.require_operator()
     agent = find_agent(uow, caller, id_or_username)
     if not agent.archived:
-        agent.status = "archived"
+        agent.status = ARCHIVED
         agent.archived_at = utcnow()
         uow.session.flush()
     return to_read(agent, unread_counts(uow, [agent.id]).get(agent.id, 0), uow.settings, utcnow())

@@ -10,12 +10,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy import and_, func, literal, or_, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from inbots.agents.models import ARCHIVED, KIND_OPERATOR, Agent, AgentKey, AgentSession
 from inbots.config import Settings
-from inbots.db.engine import Database
+from inbots.db.engine import Database, upsert_for
 from inbots.db.uow import UnitOfWork, unit_of_work
 from inbots.dispatch.effects import Effects
 from inbots.errors import Forbidden, Invalid, Unauthorized
@@ -168,9 +166,9 @@ def authenticate(uow: UnitOfWork, token: str, session: SessionSeen | None = None
     found = uow.session.execute(stmt).first()
     if found is None:
         raise Unauthorized(_BAD_TOKEN)
-    key_id, key_hash, key_last_used_at, workspace_id, agent_id, username, seen_at, status = found[
-        :8
-    ]
+    # session_seen_at is None when there is no session row yet (or none is named).
+    (key_id, key_hash, key_last_used, workspace_id, agent_id, username, seen_at, status,
+     session_seen_at) = found  # fmt: skip
     if not tokens.matches(token, key_hash) or status == ARCHIVED:
         raise Unauthorized(_BAD_TOKEN)
     return Caller(
@@ -180,9 +178,9 @@ def authenticate(uow: UnitOfWork, token: str, session: SessionSeen | None = None
         False,
         seen_at,
         key_id=key_id,
-        key_last_used_at=key_last_used_at,
+        key_last_used_at=key_last_used,
         session=session,
-        session_last_seen_at=found[8],  # None: no session row yet (or none named)
+        session_last_seen_at=session_seen_at,
     )
 
 
@@ -259,9 +257,7 @@ def touch(uow: UnitOfWork, caller: Caller) -> None:
 def upsert_session(uow: UnitOfWork, agent_id: str, seen: SessionSeen, now: datetime) -> None:
     """Insert the session's row, or move its ``last_seen_at`` on (and its client, when the
     request says one): one statement, safe when two processes see the session at once."""
-    dialect = uow.session.get_bind().dialect.name
-    insert = pg_insert if dialect == "postgresql" else sqlite_insert
-    stmt = insert(AgentSession).values(
+    stmt = upsert_for(uow.session)(AgentSession).values(
         id=new_id("ses"),
         agent_id=agent_id,
         session_key=seen.key,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from inbots.agents import service as agents
+from inbots.agents.models import ARCHIVED
 from inbots.agents.schemas import AgentRead
 from inbots.approvals import service as approvals
 from inbots.auth.service import Caller
@@ -71,10 +72,10 @@ def agent_list(uow: UnitOfWork, caller: Caller) -> dict[str, Any]:
     sessions."""
     everyone = agents.list_agents(uow, caller)
     current = sorted(
-        (a for a in everyone if a.status != "archived"),
+        (a for a in everyone if a.status != ARCHIVED),
         key=lambda a: (_activity_rank(a), a.username),
     )
-    archived = [a for a in everyone if a.status == "archived"]
+    archived = [a for a in everyone if a.status == ARCHIVED]
     health = queries.webhook_health(
         uow, caller.workspace_id, [a.id for a in everyone if a.webhook_url]
     )
@@ -132,7 +133,7 @@ def thread_form(uow: UnitOfWork, caller: Caller) -> dict[str, Any]:
     """Who a new thread can be opened with: every agent that can receive mail."""
     everyone = agents.list_agents(uow, caller)
     return {
-        "recipients": sorted(a.username for a in everyone if a.status != "archived"),
+        "recipients": sorted(a.username for a in everyone if a.status != ARCHIVED),
         **MESSAGE_OPTIONS,
     }
 

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from inbots.config import Settings
@@ -33,6 +34,13 @@ def normalize_url(url: str) -> str:
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
     return url
+
+
+def upsert_for(db: Session | Connection) -> Any:
+    """The ``insert`` of the dialect ``db`` runs on (PostgreSQL's or SQLite's), for an INSERT …
+    ON CONFLICT DO UPDATE: ``upsert_for(session)(Model).values(…).on_conflict_do_update(…)``."""
+    dialect = db.get_bind().dialect.name if isinstance(db, Session) else db.dialect.name
+    return postgresql.insert if dialect == "postgresql" else sqlite.insert
 
 
 def create_db_engine(settings: Settings) -> Engine:

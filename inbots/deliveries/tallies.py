@@ -16,11 +16,10 @@ import zlib
 from collections.abc import Iterable
 
 from sqlalchemy import delete, func, insert, literal, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
+from inbots.db.engine import upsert_for
 from inbots.deliveries.models import Delivery, DeliveryTally
 
 # Rows per workspace: acknowledgements of agents on different shards never wait for each other.
@@ -33,9 +32,9 @@ def shard_of(key: str) -> int:
 
 def _add(db: Session | Connection, workspace_id: str, shard: int, n: int) -> None:
     """``n`` more acknowledged deliveries (fewer, when negative): one upsert."""
-    dialect = db.get_bind().dialect.name if isinstance(db, Session) else db.dialect.name
-    upsert = pg_insert if dialect == "postgresql" else sqlite_insert
-    stmt = upsert(DeliveryTally).values(workspace_id=workspace_id, shard=shard, acknowledged=n)
+    stmt = upsert_for(db)(DeliveryTally).values(
+        workspace_id=workspace_id, shard=shard, acknowledged=n
+    )
     stmt = stmt.on_conflict_do_update(
         index_elements=[DeliveryTally.workspace_id, DeliveryTally.shard],
         set_={"acknowledged": DeliveryTally.acknowledged + stmt.excluded.acknowledged},

@@ -42,10 +42,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, Engine, Float, case, cast, func, literal, select, text, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from inbots.auth.service import Caller
+from inbots.db.engine import upsert_for
 from inbots.db.uow import UnitOfWork
 from inbots.deliveries.models import Delivery
 from inbots.errors import RateLimited
@@ -257,8 +257,7 @@ def _recount(
         if full is None and s.cap_per_pair and pair > s.cap_per_pair:
             full = (rid, caller.agent_id)
     uow.session.execute(update(CapLedger), own)  # by primary key, one executemany
-    insert = pg_insert if uow.session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    statement = insert(CapLedger).values(offsets)
+    statement = upsert_for(uow.session)(CapLedger).values(offsets)
     uow.session.execute(
         statement.on_conflict_do_update(
             index_elements=[CapLedger.recipient_id, CapLedger.sender_id],

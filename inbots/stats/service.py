@@ -16,7 +16,7 @@ from sqlalchemy import ColumnElement, Select, func, literal, select, true
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
-from inbots.agents.models import KIND_AGENT, Agent
+from inbots.agents.models import ARCHIVED, KIND_AGENT, Agent
 from inbots.auth.service import Caller
 from inbots.config import Settings
 from inbots.db.uow import UnitOfWork, reads
@@ -120,7 +120,7 @@ def agent_counts(
                 Agent.last_seen_at.is_(None),
                 Agent.created_at <= now - timedelta(seconds=settings.new_agent_grace_seconds),
             ),
-            func.count().filter(Agent.status == "archived"),
+            func.count().filter(Agent.status == ARCHIVED),
         ).where(_in(Agent.workspace_id, workspace_id), Agent.kind == KIND_AGENT)
     ).one()
     return AgentCounts(total=total, active=active, never_connected=never, archived=archived)
