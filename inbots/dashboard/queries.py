@@ -25,6 +25,11 @@ from inbots.threads.models import Thread
 HEALTH_WINDOW = 20  # attempts per agent
 HEALTH_PERIOD = timedelta(hours=24)
 
+# The two roles an agent plays in a delivery's context, aliased once: SQLAlchemy adapts every
+# column of a fresh alias anew, which cost the overview about a tenth of its time.
+SENDER = aliased(Agent, name="sender")
+RECIPIENT = aliased(Agent, name="recipient")
+
 
 @dataclass
 class WebhookHealth:
@@ -145,8 +150,7 @@ def delivery_context(
 ) -> dict[str, DeliveryContext]:
     if not delivery_ids:
         return {}
-    sender = aliased(Agent)
-    recipient = aliased(Agent)
+    sender, recipient = SENDER, RECIPIENT
     rows = uow.session.execute(
         select(
             Delivery.id,
