@@ -179,6 +179,17 @@ def test_list_includes_archived_agents(api: Api) -> None:
         assert "api_key" not in agent
 
 
+def test_an_archived_agent_is_not_active_however_recently_it_was_seen(api: Api) -> None:
+    """``active`` is "seen in the last few minutes" for an agent that can still be seen: an
+    agent archived a moment after its last call is listed archived and not active."""
+    beta = api.agent("beta")
+    beta.ok("GET", "/me")
+    assert api.ok("GET", "/agents/beta")["active"] is True
+    api.ok("POST", "/agents/beta/archive")
+    for agent in (api.ok("GET", "/agents/beta"), api.ok("GET", "/agents")["items"][0]):
+        assert agent["status"] == "archived" and agent["active"] is False, agent
+
+
 def test_list_leaves_out_the_operator(api: Api) -> None:
     register(api, "alpha")
     api.agent("beta").open_thread("t", ["operator"])
@@ -394,6 +405,25 @@ def test_directory_lists_other_active_agents_and_the_operator(api: Api) -> None:
         "beta",
         "caller",
     ]
+
+
+def test_directory_active_filter_takes_true_or_false_and_refuses_anything_else(
+    api: Api,
+) -> None:
+    caller = api.agent("caller")
+    seen = api.agent("seen")
+    api.agent("never")
+    seen.ok("GET", "/me")
+    everyone = ["never", "operator", "seen"]
+    for value in ("", "false", "0", "no", "FALSE"):
+        items = caller.ok("GET", "/directory", params={"active": value})["items"]
+        assert sorted(i["username"] for i in items) == everyone, value
+    for value in ("true", "1", "yes", "True"):
+        items = caller.ok("GET", "/directory", params={"active": value})["items"]
+        assert [i["username"] for i in items] == ["seen"], value
+    for value in ("bogus", "2", "on please"):
+        response = caller.get("/directory", params={"active": value})
+        assert_error(response, 422, "validation_error", field="active", label=value)
 
 
 def test_directory_is_most_recently_active_first(api: Api) -> None:

@@ -659,3 +659,65 @@ def test_an_unknown_field_is_refused_not_dropped(scene: Scene) -> None:
         ("/acks", {"ids": [scene.delivery_id], "reason": "done"}),
     ):
         assert_error(scene.alpha.post(path, json=body), 422, "unknown_field")
+
+
+def test_a_json_body_sent_as_another_type_says_the_content_type_is_wrong(
+    scene: Scene, database: Database
+) -> None:
+    """A JSON object sent as a form, as plain text or with no Content-Type is refused with a
+    message that names the header (the body itself is fine), and nothing is stored."""
+    before = counts(database)
+    body = json.dumps({"body": "hello"}).encode()
+    for content_type in ("application/x-www-form-urlencoded", "text/plain", None):
+        headers = {} if content_type is None else {"Content-Type": content_type}
+        response = scene.alpha.post(
+            f"/threads/{scene.thread_id}/messages", content=body, headers=headers
+        )
+        message = assert_error(response, 422, "validation_error", label=content_type)["message"]
+        assert "Content-Type: application/json" in message, (content_type, message)
+        said = repr(content_type) if content_type else "is missing"
+        assert said in message, (content_type, message)
+    # A JSON type with parameters, or a +json type, is read as JSON.
+    for content_type in ("application/json; charset=utf-8", "application/vnd.api+json"):
+        response = scene.alpha.post(
+            f"/threads/{scene.thread_id}/messages",
+            content=body,
+            headers={"Content-Type": content_type},
+        )
+        assert response.status_code == 201, (content_type, response.text)
+    after = counts(database)
+    assert after["messages"] == before["messages"] + 2, (before, after)
+
+
+def test_a_number_too_long_to_read_is_422_without_python_in_the_message(scene: Scene) -> None:
+    """Python refuses to parse an integer of more than 4,300 digits; the answer says so in the
+    API's words, not by naming a Python function."""
+    content = b'{"body": "x", "ttl_seconds": ' + b"9" * 5001 + b"}"
+    response = scene.alpha.post(
+        f"/threads/{scene.thread_id}/messages", content=content, headers=JSON
+    )
+    message = assert_error(response, 422, "invalid_json")["message"]
+    assert "4,300 digits" in message and "sys." not in message, message
+
+
+def test_true_or_false_is_not_a_number(scene: Scene) -> None:
+    """Lax validation would read true as 1: a number field refuses a boolean, naming it."""
+    for value in (True, False):
+        response = scene.alpha.post(
+            f"/threads/{scene.thread_id}/messages", json={"body": "x", "ttl_seconds": value}
+        )
+        error = assert_error(response, 422, "validation_error", field="ttl_seconds", label=value)
+        assert "not true or false" in error["message"], error
+    sent = scene.alpha.send(scene.thread_id, "x", ttl_seconds=300)
+    assert sent["message"]["ttl_seconds"] == 300
+
+
+def test_the_send_routes_document_their_429(api: Api) -> None:
+    """The caps and the rate limit answer a send with 429: /openapi.json says so on both send
+    routes, with the error envelope."""
+    spec = api.client.get("/openapi.json").json()
+    for path in ("/v1/threads/{thread_id}/messages", "/v1/messages"):
+        refused = spec["paths"][path]["post"]["responses"]["429"]
+        assert "rate_limited" in refused["description"], (path, refused)
+        schema = refused["content"]["application/json"]["schema"]
+        assert schema["$ref"].endswith("/ErrorEnvelope"), (path, schema)

@@ -92,6 +92,7 @@ def expiry_scenario(api: Api, timeout: float) -> None:
     gone = bob.get(f"/messages/{short['message']['id']}")
     assert gone.status_code == 410, gone.text
     assert gone.json()["error"]["code"] == "expired"
+    assert seen["expired_at"] in gone.json()["error"]["message"], gone.text  # RFC 3339, Z
     assert bob.get(f"/messages/{delivery}").status_code == 410
     # The acknowledged one is not expired; the sender still reads its own message.
     assert api.delivery(acked["deliveries"][0]["id"])["expired_at"] is None

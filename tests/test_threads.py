@@ -465,6 +465,26 @@ def test_operator_closes_open_thread_outright(api: Api) -> None:
     assert thread_ids(alice) == []
 
 
+def test_a_send_to_a_closed_or_closing_thread_says_which_it_is(api: Api) -> None:
+    """409 ``thread_not_open`` either way; the message tells a pending close request (reading
+    and acknowledging still work) from a closed thread (open a new one)."""
+    alice = api.agent("alice")
+    api.agent("bob")
+    closing = alice.open_thread("closing", ["bob"])["id"]
+    alice.ok("POST", f"/threads/{closing}/close-request", 202)
+    pending = assert_error(
+        alice.post(f"/threads/{closing}/messages", json={"body": "x"}), 409, "thread_not_open"
+    )["message"]
+    assert "close request pending" in pending and "acknowledge" in pending, pending
+    closed = alice.open_thread("closed", ["bob"])["id"]
+    api.ok("POST", f"/threads/{closed}/close")
+    message = assert_error(
+        api.post(f"/threads/{closed}/messages", json={"body": "x"}), 409, "thread_not_open"
+    )["message"]
+    assert "is closed" in message and "new thread" in message, message
+    assert "acknowledge" not in message, message
+
+
 def test_closed_thread_disappears_for_agents(api: Api) -> None:
     alice = api.agent("alice")
     bob = api.agent("bob")

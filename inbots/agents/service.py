@@ -55,8 +55,12 @@ def check_description(description: str | None, settings: Settings) -> str | None
 
 
 def is_active(agent: Agent, settings: Settings, now: datetime) -> bool:
-    return agent.last_seen_at is not None and now - agent.last_seen_at < timedelta(
-        seconds=settings.active_seconds
+    """Seen in the last ``active_seconds``, and not archived (an archived agent's key stopped
+    working: it is not active, however recently it was seen)."""
+    return (
+        agent.status != ARCHIVED
+        and agent.last_seen_at is not None
+        and now - agent.last_seen_at < timedelta(seconds=settings.active_seconds)
     )
 
 
@@ -231,6 +235,18 @@ OPERATOR_DESCRIPTION = (
 
 
 @reads
+def parse_active(raw: str | None) -> bool:
+    """The directory's ``active`` query parameter: true for only the recently active agents."""
+    said = (raw or "").strip().lower()
+    if said not in ("", "1", "true", "yes", "0", "false", "no"):
+        raise Invalid(
+            "active must be true (only the agents active in the last few minutes) or false "
+            "(everyone, the default).",
+            field="active",
+        )
+    return said in ("1", "true", "yes")
+
+
 def directory(
     uow: UnitOfWork, caller: Caller, query: str | None = None, active_only: bool = False
 ) -> list[DirectoryEntry]:

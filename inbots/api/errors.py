@@ -43,6 +43,13 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     }.items()
 }
 
+# A send's own refusal (the caps and the rate limit), for the send routes' documentation.
+RATE_LIMITED: dict[str, Any] = {
+    "model": ErrorEnvelope,
+    "description": "A cap or the sender's rate limit refuses the send (rate_limited, with "
+    "Retry-After); nothing of it was stored",
+}
+
 _STATUS_CODES = {
     400: "bad_request",
     401: "unauthorized",
@@ -122,6 +129,23 @@ def _describe(err: dict[str, Any]) -> tuple[str, str | None]:
     return f"{path}: {msg[0].lower() + msg[1:] if msg else 'is invalid'}.", field
 
 
+def _says_json(content_type: str | None) -> bool:
+    """Whether a Content-Type is one FastAPI parses as JSON (``application/json``, or any
+    ``application/…+json``)."""
+    kind = (content_type or "").split(";", 1)[0].strip().lower()
+    return kind == "application/json" or (
+        kind.startswith("application/") and kind.endswith("+json")
+    )
+
+
+def _not_json_type(content_type: str | None) -> str:
+    said = f"says {content_type.split(';', 1)[0].strip()!r}" if content_type else "is missing"
+    return (
+        "The request body must be JSON sent with Content-Type: application/json (this "
+        f"request's Content-Type {said})."
+    )
+
+
 def _unreadable_body(exc: StarletteHTTPException) -> JSONResponse | None:
     """FastAPI's one "error parsing the body" (400) for every body it could not decode, told
     apart by its cause: bytes that are not UTF-8, JSON nested deeper than Python's parser goes,
@@ -143,6 +167,14 @@ def _unreadable_body(exc: StarletteHTTPException) -> JSONResponse | None:
             "The request body's JSON nests arrays or objects too deeply to read; send a flatter "
             "document (no request needs more than a few levels).",
         )
+    if isinstance(cause, ValueError) and "integer string conversion" in str(cause):
+        # Python's guard against quadratic int parsing: its message names a Python function.
+        return envelope(
+            422,
+            "invalid_json",
+            "The request body has a number of more than 4,300 digits, which no field takes; "
+            "send numbers in the ranges GET /v1/limits gives.",
+        )
     if isinstance(cause, ValueError):  # the JSON parser's other refusals
         return envelope(
             422, "invalid_json", f"The request body is not valid JSON ({cause}); fix it."
@@ -161,9 +193,17 @@ def install(app: FastAPI) -> None:
         return error_response(exc)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = list(exc.errors())
         message, field = _describe(errors[0]) if errors else ("The request is invalid.", None)
+        if (
+            errors
+            and field is None
+            and errors[0].get("type") != "missing"
+            and not _says_json(request.headers.get("content-type"))
+        ):
+            # FastAPI reads a body of another type as bytes, which no request model takes.
+            message = _not_json_type(request.headers.get("content-type"))
         if errors and errors[0].get("type") == "json_invalid":
             return envelope(422, "invalid_json", message)
         if errors and errors[0].get("type") == UNKNOWN_FIELD:

@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
-from pydantic import BaseModel, ConfigDict, PlainSerializer, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PlainSerializer,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from inbots.kit.clock import rfc3339
@@ -59,12 +66,27 @@ class Request(BaseModel):
                 )
         return data
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, value: object, info: ValidationInfo) -> object:
+        # Lax pydantic reads true as 1: "ttl_seconds": true would pass as one second.
+        if isinstance(value, bool) and info.field_name is not None:
+            kinds = _kinds(cls.model_fields[info.field_name].annotation)
+            if bool not in kinds and kinds & {int, float}:
+                raise ValueError("must be a number, not true or false")
+        return value
+
     @field_validator("*")
     @classmethod
     def _storable_text(cls, value: object) -> object:
         if not storable(value):
             raise ValueError("must not contain NUL characters or unpaired surrogates")
         return value
+
+
+def _kinds(annotation: object) -> set[object]:
+    """The types a field's annotation admits (``int | None`` -> {int, NoneType})."""
+    return set(get_args(annotation)) or {annotation}
 
 
 def choice(*values: str) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from inbots.errors import (
     ThreadNotOpen,
     not_found,
 )
-from inbots.kit.clock import utcnow
+from inbots.kit.clock import rfc3339, utcnow
 from inbots.kit.ids import kind_of, new_id
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
 from inbots.kit.text import shown_summary
@@ -63,7 +63,7 @@ from inbots.messages.schemas import (
 )
 from inbots.observability import metrics
 from inbots.threads import service as threads
-from inbots.threads.models import CLOSED, OPEN, Participant, Thread
+from inbots.threads.models import CLOSE_REQUESTED, CLOSED, OPEN, Participant, Thread
 from inbots.threads.schemas import MessageWithReceipts, ThreadDetail
 from inbots.webhooks import subscriptions
 from inbots.webhooks.subscriptions import MESSAGE_CREATED
@@ -198,6 +198,18 @@ def _by_key(uow: UnitOfWork, sender_id: str, key: str) -> Message | None:
     ).first()
 
 
+def _not_open(thread: Thread) -> str:
+    if thread.status == CLOSE_REQUESTED:
+        return (
+            f"Thread {thread.id} has a close request pending: participants can still read and "
+            "acknowledge, but no new messages are accepted until the operator dismisses it."
+        )
+    return (
+        f"Thread {thread.id} is closed: it takes no new messages. Open a new thread (or send "
+        "with POST /v1/messages) to go on."
+    )
+
+
 def send_message(
     uow: UnitOfWork,
     caller: Caller,
@@ -219,10 +231,7 @@ def send_message(
     if key is not None and (original := _by_key(uow, caller.agent_id, key)) is not None:
         return _replay(uow, original, fingerprint)
     if thread.status != OPEN:
-        raise ThreadNotOpen(
-            f"Thread {thread.id} is {thread.status.replace('_', ' ')}: participants can still read "
-            "and acknowledge, but no new messages are accepted."
-        )
+        raise ThreadNotOpen(_not_open(thread))
     if reply_to is not None:
         found = uow.session.scalar(
             select(Message.id).where(Message.id == reply_to, Message.thread_id == thread.id)
@@ -557,7 +566,7 @@ def read_message(uow: UnitOfWork, caller: Caller, ident: str) -> MessageWithDeli
         if delivery.expired_at is not None:
             raise Expired(
                 f"Message {message.id} expired unacknowledged at "
-                f"{delivery.expired_at.isoformat()} (its sender gave it a ttl_seconds of "
+                f"{rfc3339(delivery.expired_at)} (its sender gave it a ttl_seconds of "
                 f"{message.ttl_seconds}); it is no longer yours to read. Ask its sender to send "
                 "it again if it still matters."
             )

@@ -70,5 +70,4 @@ def me(ctx: AgentCtx) -> AgentRead:
 def directory(ctx: Ctx, query: str | None = None, active: str | None = None) -> Directory:
     """Who you can write to, most recently active first: the other agents of the workspace that
     can receive mail (``kind: "agent"``) and the operator (``kind: "person"``)."""
-    active_only = (active or "").lower() in ("1", "true", "yes")
-    return Directory(items=ctx.run(service.directory, query, active_only))
+    return Directory(items=ctx.run(service.directory, query, service.parse_active(active)))

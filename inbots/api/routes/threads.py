@@ -5,6 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Response
 
 from inbots.api.deps import AgentCtx, AuthFirstRoute, Ctx, OperatorCtx, rendered
+from inbots.api.errors import RATE_LIMITED
 from inbots.messages import service as messages
 from inbots.messages.schemas import DirectMessageCreate, History, MessageCreate, SendResult
 from inbots.threads import service
@@ -61,7 +62,8 @@ def add_participant(ctx: Ctx, thread_id: str, body: ParticipantAdd) -> ThreadRea
             "model": SendResult,
             "description": "A repeat of an earlier send with the same Idempotency-Key: the "
             "original message and deliveries, with duplicate set.",
-        }
+        },
+        429: RATE_LIMITED,
     },
 )
 def post_message(
@@ -85,7 +87,8 @@ def post_message(
             "model": SendResult,
             "description": "A repeat of an earlier send with the same Idempotency-Key: the "
             "original message (and its thread) and deliveries, with duplicate set.",
-        }
+        },
+        429: RATE_LIMITED,
     },
 )
 def send_direct(
