@@ -16,7 +16,7 @@ from mcp import MCPError
 
 from inbots.db.engine import Database
 from tests.conftest import ServerThread
-from tests.helpers import Api
+from tests.helpers import Api, assert_error
 from tests.mcp_client import (
     Connect,
     Tools,
@@ -529,3 +529,37 @@ async def wake_on(tools: Tools, sender: Any, thread_id: str) -> None:
     # leaves room for a loaded machine (a CI run with four test processes on two cores took 1.6 s).
     assert got["at"] - sent_at < 5.0
     assert [i["summary"] for i in got["inbox"]["items"]] == ["you there?"]
+
+
+def test_a_search_text_longer_than_its_schema_says_is_a_clear_tool_error(
+    api: Api, connect: Connect
+) -> None:
+    """``list_agents.query`` and ``list_threads.query``/``ref`` publish a maxLength; a longer one
+    is refused naming the field (on SQLite a LIKE pattern of 50,000 characters or more was an
+    internal error), and the longest allowed one still works. HTTP answers the same."""
+    bob = api.agent("bob")
+    api.agent("carol")
+    bob.open_thread("A task", ["carol"])
+
+    async def scenario() -> None:
+        async with connect(bob.token) as tools:
+            for tool, field, longest in (
+                ("list_agents", "query", 200),
+                ("list_threads", "query", 2_000),
+                ("list_threads", "ref", 128),
+            ):
+                for size in (longest + 1, 60_000):
+                    code, text = await tools.error(tool, **{field: "x" * size})
+                    assert code == "validation_error" and field in text, (tool, size, text)
+                found = await tools.ok(tool, **{field: "x" * longest})
+                assert found["items"] == [], (tool, field)
+
+    run(scenario)
+    for path, field, longest in (
+        ("/directory", "query", 200),
+        ("/threads", "query", 2_000),
+        ("/threads", "ref", 128),
+    ):
+        response = bob.get(path, params={field: "x" * (longest + 1)})
+        assert_error(response, 422, "validation_error", field=field, label=path)
+        assert bob.ok("GET", path, params={field: "x" * longest})["items"] == []

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import standardwebhooks
 
-from tests.helpers import Api, attempt_waits, metric_samples
+from tests.helpers import Api, Caller, attempt_waits, metric_samples
 from tests.receivers import FAST, always, fail_then_ok, receiver
 
 
@@ -121,3 +121,30 @@ def test_a_slow_receivers_backlog_does_not_delay_a_healthy_one(api: Api) -> None
 
 def _at(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+@pytest.mark.parametrize(
+    "settings_overrides", [{**FAST, "retry_schedule": "1.5,3,6", "publish_lost_seconds": 30}]
+)
+def test_a_retry_made_pointless_by_an_acknowledgement_clears_next_attempt_at(api: Api) -> None:
+    """``next_attempt_at`` is there while a retry is scheduled. When the retry's job finds the
+    delivery acknowledged meanwhile it sends nothing, and the receipt no longer shows a retry
+    that will never come."""
+    with receiver(always(500)) as hook:
+        created = api.ok("POST", "/agents", 201, json={"name": "down", "webhook_url": hook.url})
+        down = Caller(api.client, created["api_key"], "down")
+        sender = api.agent("sender")
+        thread = sender.open_thread("Retry me", ["down"])
+        delivery_id = sender.send(thread["id"], "hello")["deliveries"][0]["id"]
+        hook.wait_for(1)
+        deadline = time.monotonic() + 5
+        while api.delivery(delivery_id)["next_attempt_at"] is None:
+            assert time.monotonic() < deadline, api.delivery(delivery_id)
+            time.sleep(0.05)
+        down.ok("POST", "/acks", json={"ids": [delivery_id]})
+        time.sleep(2.5)  # past the retry's time: its job has run and found nothing to do
+        receipt = api.delivery(delivery_id)
+        assert len(hook.requests) == 1, hook.requests
+    assert receipt["state"] == "acknowledged"
+    assert receipt["next_attempt_at"] is None, receipt
+    assert [a["reason"] for a in receipt["attempts"]] == ["http_500"]

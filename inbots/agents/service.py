@@ -259,6 +259,10 @@ def directory(
         Agent.status == "active",
         Agent.id != caller.agent_id,
     )
+    if query and len(query) > uow.settings.description_max:  # what it is matched against
+        raise Invalid(
+            f"query must be at most {uow.settings.description_max} characters.", field="query"
+        )
     if query:
         needle = query.lower()
         stmt = stmt.where(

@@ -201,6 +201,8 @@ def _claim_in(
         return Result("skipped", reason="superseded by a later publish")
     if loaded.skip:
         unpark(row)
+        if row.next_attempt_at is not None:  # the retry it stood for will never be made
+            row.next_attempt_at = None
         return Result("skipped", reason=loaded.skip)
     if read and not lost:
         total, attempts_so_far, succeeded = read[1]

@@ -273,6 +273,11 @@ def thread_page(
     if status is not None and status not in STATUSES:
         raise Invalid(f"status must be one of {', '.join(STATUSES)}.", field="status")
     s = uow.settings
+    # As long as what they are matched against can be (a title or a goal; a ref).
+    if query is not None and len(query) > s.thread_goal_max:
+        raise Invalid(f"query must be at most {s.thread_goal_max} characters.", field="query")
+    if ref is not None and len(ref) > s.thread_ref_max:
+        raise Invalid(f"ref must be at most {s.thread_ref_max} characters.", field="ref")
     count = clamp_limit(limit, s.list_default, s.list_max)
     stmt = select(Thread).where(Thread.workspace_id == caller.workspace_id)
     if not caller.is_operator:
