@@ -74,6 +74,23 @@ def test_a_url_has_at_most_cap_leases_and_a_release_frees_one(make_limiter: Make
     assert limiter.free(key) == 0
 
 
+def test_acquire_all_takes_each_keys_slots_in_turn(make_limiter: MakeLimiter) -> None:
+    """A batch's slots in one call (one pipeline on Redis): the same answers as acquiring one
+    by one, in order: a URL's first ``cap`` get a lease, the rest ``None``."""
+    limiter = make_limiter(3, 30.0)
+    key, other = a_key(), a_key()
+    assert limiter.acquire(key)  # one slot of key held already
+    got = limiter.acquire_all([key, other, key, key, other])
+    assert [lease is not None for lease in got] == [True, True, True, False, True], got
+    leases = [lease for lease in got if lease]
+    assert len(set(leases)) == len(leases) == 4
+    assert limiter.free(key) == 0 and limiter.free(other) == 1
+    limiter.release(key, got[0] or "")
+    assert limiter.free(key) == 1
+    assert limiter.acquire_all([]) == []
+    assert limiter.acquire_all([key]) != [None] and limiter.acquire_all([key]) == [None]
+
+
 def test_leaked_leases_expire_each_on_its_own_while_traffic_continues(
     make_limiter: MakeLimiter,
 ) -> None:

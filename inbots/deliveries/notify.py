@@ -132,6 +132,16 @@ class _Parked:
     key: str
 
 
+@dataclass
+class _Ready:
+    """A row that passed every check of its claim: what is left is one of its URL's slots
+    (taken for all the batch's rows at once, :meth:`~inbots.dispatch.limiter.Limiter.
+    acquire_all`), then the claim itself or the parking (:func:`_take`)."""
+
+    row: outbox.Row
+    claim: _Claim  # its lease still to come
+
+
 def _claim_together(
     engine: Engine, jobs: Sequence[Job], now: datetime
 ) -> dict[int, _Claim | _Parked | Result]:
@@ -148,14 +158,23 @@ def _claim_together(
             if len(jobs) > 1:
                 free = outbox.lock_free(uow.session, [job.row_id for job in jobs])
                 read = _read_deliveries(uow.session, [job for job in jobs if job.row_id in free])
+            ready: dict[int, _Ready] = {}
             for i, job in enumerate(jobs):
                 if free is not None and job.row_id not in free:
                     continue
                 one = _claim_in(uow, engine, job, now, read.get(job.row_id))
-                if isinstance(one, _Claim):
-                    taken.append(one)
-                claimed[i] = one
-        return claimed
+                if isinstance(one, _Ready):
+                    ready[i] = one
+                else:
+                    claimed[i] = one
+            # The slots, in one round trip for the whole batch: the last step that can fail
+            # before the commit.
+            leases = engine.limiter.acquire_all([r.claim.key for r in ready.values()])
+            for (i, one), lease in zip(ready.items(), leases, strict=True):
+                claimed[i] = _take(engine.settings, one, lease, now)
+                if isinstance(claimed[i], _Claim):
+                    taken.append(one.claim)
+        return {i: claimed[i] for i in sorted(claimed)}  # in the order given
     except BaseException:
         for claim in taken:  # taken, but the claim did not commit
             _release(engine, claim.key, claim.lease)
@@ -183,8 +202,9 @@ def _claim_in(
     job: Job,
     now: datetime,
     read: tuple[outbox.Loaded, tuple[int, int, bool]] | None = None,
-) -> _Claim | _Parked | Result:
-    """Claim one job's row; ``read``: the row loaded and its attempts counted already (a batch's
+) -> _Ready | Result:
+    """Check one job's row for its claim: what the job comes to without sending, or the row
+    ready for a slot. ``read``: the row loaded and its attempts counted already (a batch's
     delivery), else both are read here."""
     s = engine.settings
     session = uow.session
@@ -240,16 +260,8 @@ def _claim_in(
     ):
         secrets.append(recipient.webhook_previous_secret)
     payload = loaded.body(s.summary_shown)
-    key = url_key(recipient.webhook_url)
     row.job_trigger = job.trigger
-    lease = engine.limiter.acquire(key)  # the last step that can fail before the commit
-    if lease is None:
-        park(row, key, now)
-        return _Parked(key)
-    row.claimed_until = now + timedelta(seconds=s.claim_seconds)
-    row.next_attempt_at = None
-    unpark(row)
-    return _Claim(
+    claim = _Claim(
         recipient.webhook_url,
         secrets,
         payload,
@@ -258,12 +270,27 @@ def _claim_in(
         _accepted_at(row),
         loaded.message_id,
         loaded.thread_id,
-        key,
-        lease,
+        url_key(recipient.webhook_url),
+        "",
         recipient.id,
         recipient.webhook_failures or 0,
         isinstance(row, Event) and row.type in subscriptions.ALERT_TYPES,
     )
+    return _Ready(row, claim)
+
+
+def _take(s: Settings, ready: _Ready, lease: str | None, now: datetime) -> _Claim | _Parked:
+    """A ready row with its slot (``lease``) is claimed for one attempt; without one (its URL at
+    its cap) it is parked until a slot frees."""
+    row, claim = ready.row, ready.claim
+    if lease is None:
+        park(row, claim.key, now)
+        return _Parked(claim.key)
+    row.claimed_until = now + timedelta(seconds=s.claim_seconds)
+    row.next_attempt_at = None
+    unpark(row)
+    claim.lease = lease
+    return claim
 
 
 def _accepted_at(row: outbox.Row) -> datetime:

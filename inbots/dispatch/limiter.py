@@ -23,12 +23,17 @@ import hashlib
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 
 class Limiter(Protocol):
     def acquire(self, key: str) -> str | None:
         """A lease on one of ``key``'s slots (its id), or ``None`` when all are taken."""
+
+    def acquire_all(self, keys: Sequence[str]) -> list[str | None]:
+        """:meth:`acquire` for each of ``keys`` in turn (a key may repeat), in one round trip
+        where the limiter is remote."""
 
     def release(self, key: str, lease: str) -> None:
         """Give the lease back (nothing happens if it already expired)."""
@@ -70,6 +75,9 @@ class LocalLimiter:
             leases[lease] = now + self.ttl
             self._leases[key] = leases
             return lease
+
+    def acquire_all(self, keys: Sequence[str]) -> list[str | None]:
+        return [self.acquire(key) for key in keys]
 
     def release(self, key: str, lease: str) -> None:
         with self._lock:
@@ -129,6 +137,18 @@ class RedisLimiter:
         lease = new_lease()
         got = self._acquire(keys=[self.name(key)], args=[self.cap, self.ttl_ms, lease])
         return lease if got else None
+
+    def acquire_all(self, keys: Sequence[str]) -> list[str | None]:
+        """The scripts of all of ``keys`` in one pipeline (not a transaction: each script is
+        atomic on its own, and they run in order)."""
+        if len(keys) < 2:
+            return [self.acquire(key) for key in keys]
+        leases = [new_lease() for _ in keys]
+        pipe = self.client.pipeline(transaction=False)
+        for key, lease in zip(keys, leases, strict=True):
+            self._acquire(keys=[self.name(key)], args=[self.cap, self.ttl_ms, lease], client=pipe)
+        got = pipe.execute()
+        return [lease if ok else None for lease, ok in zip(leases, got, strict=True)]
 
     def release(self, key: str, lease: str) -> None:
         self.client.zrem(self.name(key), lease)
