@@ -293,6 +293,32 @@ async def send_message_errors(api: Api, connect: Connect) -> None:
     assert alice.ok("GET", f"/threads/{pending['id']}/messages")["items"] == []
 
 
+async def every_send_field_arrives(api: Api, connect: Connect) -> None:
+    """Every field of send_message reaches the server as given, in both forms (a thread; ``to``
+    with a new thread's title and ref): ``inbots mcp`` once dropped ``ttl_seconds``."""
+    alice = api.agent("alice")
+    api.agent("bob")
+    thread = alice.open_thread("Main task", ["bob"])["id"]
+    first = alice.send(thread, "first")["message"]["id"]
+    fields = {
+        "body": "the body",
+        "summary": "the summary",
+        "kind": "question",
+        "priority": "urgent",
+        "ttl_seconds": 3_600,
+    }
+    async with connect(alice.token) as a:
+        posted = await a.ok("send_message", thread_id=thread, reply_to=first, **fields)
+        direct = await a.ok("send_message", to=["bob"], title="New", ref="T-9", **fields)
+    for sent in (posted, direct):
+        message = alice.ok("GET", f"/messages/{sent['message']['id']}")["message"]
+        assert {k: message[k] for k in fields} == fields, message
+        assert message["expires_at"] is not None, message
+    assert alice.ok("GET", f"/messages/{posted['message']['id']}")["message"]["reply_to"] == first
+    opened = alice.ok("GET", f"/threads/{direct['message']['thread_id']}")
+    assert (opened["title"], opened["ref"]) == ("New", "T-9"), opened
+
+
 async def isolation(api: Api, connect: Connect) -> None:
     """An agent outside a thread gets not found for its ids, through every tool, and the same
     sentence as the HTTP API; nothing of the thread's receipts moves."""

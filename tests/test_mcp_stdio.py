@@ -25,6 +25,7 @@ from tests.mcp_client import (
     Connect,
     default_limit,
     direct_send_and_refs,
+    every_send_field_arrives,
     exchange,
     inbots_executable,
     inbox_paging_and_bodies,
@@ -60,6 +61,10 @@ def test_two_agents_exchange_through_the_tools(api: Api, server: ServerThread) -
 
 def test_send_message_errors_carry_the_http_code_and_sentence(api: Api, connect: Connect) -> None:
     run(lambda: send_message_errors(api, connect))
+
+
+def test_every_send_field_reaches_the_server(api: Api, connect: Connect) -> None:
+    run(lambda: every_send_field_arrives(api, connect))
 
 
 def test_outsider_gets_not_found_through_every_tool(api: Api, connect: Connect) -> None:

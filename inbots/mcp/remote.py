@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import httpx
 from pydantic import BaseModel
@@ -53,6 +53,13 @@ def _answer(model: BaseModel) -> Json:
     client's models declare the API's fields in the API's order and keep the ones they do not
     declare), none of the client's defaults added."""
     return model.model_dump(mode="json", exclude_unset=True)
+
+
+def _fields(request: MessageCreate) -> dict[str, Any]:
+    """The fields the agent gave, by name, for ``client.send``, which takes the ones it knows
+    as arguments and sends any other as a body field: a field added to ``MessageCreate``
+    reaches the server with no edit here."""
+    return request.model_dump(exclude_none=True)
 
 
 class HttpBackend:
@@ -151,31 +158,15 @@ class HttpBackend:
         # Checked before it goes out: a key the rule refuses may not even be sendable as a header.
         key = messages_schemas.idempotency_key(idempotency_key, self.limits.idempotency_key_max)
         sent = self._client.send(
-            _path_id(thread_id, "thread"),
-            request.body,
-            request.summary,
-            cast(client.Kind | None, request.kind),
-            request.reply_to,
-            key,
-            priority=cast(client.Priority | None, request.priority),
+            _path_id(thread_id, "thread"), idempotency_key=key, **_fields(request)
         )
         return _answer(await self._call(sent))
 
     async def send_direct(self, request: DirectMessageCreate, idempotency_key: str | None) -> Json:
         key = messages_schemas.idempotency_key(idempotency_key, self.limits.idempotency_key_max)
-        # The server answers reply_to here with the sentence saying where it belongs.
-        extra = {"reply_to": request.reply_to} if request.reply_to is not None else {}
-        sent = self._client.send(
-            to=request.to,
-            body=request.body,
-            summary=request.summary,
-            kind=cast(client.Kind | None, request.kind),
-            idempotency_key=key,
-            title=request.title,
-            ref=request.ref,
-            priority=cast(client.Priority | None, request.priority),
-            **extra,
-        )
+        # (A reply_to is sent too: the server answers it with the sentence saying where it
+        # belongs.)
+        sent = self._client.send(idempotency_key=key, **_fields(request))
         return _answer(await self._call(sent))
 
     async def check_inbox(self, query: InboxQuery) -> Json:
