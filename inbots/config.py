@@ -184,6 +184,25 @@ class Settings(BaseSettings):
             raise ValueError("use a sqlite:/// or postgresql:// URL")
         return value
 
+    @field_validator("broker_url")
+    @classmethod
+    def _check_broker_url(cls, value: str) -> str:
+        # Empty is the embedded default; else Redis, which Celery and the wake-up relay share.
+        scheme = value.split(":", 1)[0].lower() if "://" in value else ""
+        if value and scheme not in ("redis", "rediss", "unix"):
+            raise ValueError(
+                "use a redis://, rediss:// or unix:// URL, or leave it empty for the embedded "
+                "default"
+            )
+        return value
+
+    @field_validator("host")
+    @classmethod
+    def _check_host(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("name an address to listen on, like 127.0.0.1 or 0.0.0.0")
+        return value
+
     @field_validator("operator_token")
     @classmethod
     def _check_operator_token(cls, value: str | None) -> str | None:

@@ -438,3 +438,31 @@ def test_the_shipped_alert_rules_parse_and_name_metrics_a_scrape_has(api: Api) -
         assert metrics, (name, expr)
         missing = metrics - exposed
         assert not missing, f"{name} names metrics /metrics does not have: {missing}"
+
+
+def test_an_alert_that_fails_is_not_counted_as_a_failed_delivery(api: Api) -> None:
+    """``inbots_deliveries_failed_total`` counts deliveries (new mail): an alert whose webhook
+    attempts run out is counted by ``inbots_alert_notifications_total{result="failed"}``, and
+    the rule for failed deliveries does not fire for it."""
+
+    def scrape() -> Any:
+        return metric_samples(httpx.get(api.base_url + "/metrics", timeout=5).text)
+
+    before = scrape()
+    with receiver(always(500)) as hook:
+        alert_hook(api, hook, ["delivery.stalled"])
+        api.agent("idle")
+        sender = api.agent("sender")
+        sender.send(sender.open_thread("Stalls", ["idle"])["id"], "hi")
+        hook.wait_for(4)  # the publish and the three retries of the schedule
+        deadline = time.monotonic() + 10
+        while sample(scrape(), "inbots_alert_notifications_total", result="failed") == sample(
+            before, "inbots_alert_notifications_total", result="failed"
+        ):
+            assert time.monotonic() < deadline, "the alert never failed"
+            time.sleep(0.05)
+    after = scrape()
+    for why in ("attempts_exhausted", "gone", "publish_exhausted"):
+        assert sample(after, "inbots_deliveries_failed_total", why=why) == sample(
+            before, "inbots_deliveries_failed_total", why=why
+        ), why

@@ -562,6 +562,33 @@ def test_the_operators_desk_inbox_reply_ack_and_watch_for_operator(api: Api) -> 
     assert_one_line_error(missing, 1, "not_found")
 
 
+def test_reply_checks_its_ack_before_posting_and_ack_exits_1_for_unknown_ids(api: Api) -> None:
+    """A bad --ack, or an --ack of a message that was not sent to the operator, is refused
+    before the reply is posted (so running it again cannot post twice); ack of an id that is
+    not the operator's mail says so on stdout and stderr and exits 1."""
+    worker, other = api.agent("worker"), api.agent("other")
+    to_operator = api.open_thread("Desk", ["worker"])
+    question = worker.send(to_operator["id"], "Which index?")["message"]["id"]
+    between = worker.open_thread("Between agents", ["other"])
+    elsewhere = worker.send(between["id"], "for other")["message"]["id"]
+    other.ok("GET", "/me")
+
+    def replies() -> int:
+        messages = api.ok("GET", f"/threads/{to_operator['id']}")["messages"]
+        return len([m for m in messages if m["sender"] == "operator"])
+
+    assert_one_line_error(inbots(api, "reply", question, "x", "--ack", "bogus"), 2, "--ack")
+    assert replies() == 0
+    assert_one_line_error(inbots(api, "reply", elsewhere, "x", "--ack", "done"), 1, "not sent")
+    assert api.ok("GET", f"/threads/{between['id']}")["messages"][-1]["body"] == "for other"
+
+    acked = inbots(api, "ack", question, "dlv_nope")
+    assert acked.code == 1, acked
+    assert f"acknowledged: {question}" in acked.stdout and "not found: dlv_nope" in acked.stdout
+    assert acked.stderr.startswith("inbots: not found: dlv_nope"), acked.stderr
+    assert ok(api, "ack", question).stdout.startswith("already acknowledged")
+
+
 def test_inbox_wait_long_polls_for_the_operators_mail(api: Api) -> None:
     worker = api.agent("worker")
     thread = api.open_thread("Nightly build", ["worker"])

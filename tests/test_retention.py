@@ -204,6 +204,17 @@ def test_inbots_purge_through_the_cli(
             timeout=60,
         )
 
+    empty = subprocess.run(  # a database nobody migrated: one line saying what to do
+        [inbots_executable(), "purge", "--dry-run", "--days", "1"],
+        env={**env, "INBOTS_DATABASE_URL": f"sqlite:///{tmp_path / 'empty.db'}"},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert empty.returncode == 1, empty
+    assert empty.stderr.count("\n") == 1 and "inbots db upgrade" in empty.stderr, empty.stderr
+
     off = purge_cli("--dry-run")
     assert off.returncode == 2, off
     assert "INBOTS_RETENTION_DAYS" in off.stderr and "--days" in off.stderr

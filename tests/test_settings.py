@@ -40,6 +40,8 @@ BAD_SETTINGS = [
     ("INBOTS_METRICS_PUBLIC", "perhaps"),
     ("INBOTS_HTTP_HEADER_MAX_BYTES", "100"),
     ("INBOTS_DATABASE_URL", "mysql://user@localhost/inbots"),
+    ("INBOTS_BROKER_URL", "http://nope"),  # once accepted, then a crash after the token
+    ("INBOTS_HOST", " "),
 ]
 
 

@@ -427,11 +427,28 @@ def main() -> None:
         report(exc.message)
         sys.exit(1)
     except Exception as exc:  # a bug: still one line, and a way to see more
+        if _schema_missing(exc):  # a command that reads the database itself (purge, db recount)
+            report(
+                "the database INBOTS_DATABASE_URL names has no Inbots tables (or older ones): "
+                "run inbots db upgrade first."
+            )
+            sys.exit(1)
         report(f"unexpected {type(exc).__name__}: {exc} (set INBOTS_CLI_TRACEBACK=1 to see where)")
         if os.environ.get("INBOTS_CLI_TRACEBACK"):
             raise
         sys.exit(EXIT_INTERNAL)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _schema_missing(exc: BaseException) -> bool:
+    """SQLite's "no such table" or PostgreSQL's undefined table or column, from SQLAlchemy (told
+    by name: this module imports no database code at start)."""
+    if not type(exc).__module__.startswith("sqlalchemy"):
+        return False
+    text = str(getattr(exc, "orig", exc))
+    if "no such table" in text or "no such column" in text:
+        return True
+    return "does not exist" in text and ('relation "' in text or 'column "' in text)
 
 
 def _with_hint(exc: typer.TyperException) -> str:

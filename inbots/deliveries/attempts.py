@@ -123,7 +123,7 @@ def record_lost_attempt(session: Session, settings: Settings, row: Any, url: str
             ),
         ),
     )
-    metrics.observe_attempt(WORKER_LOST, None, None, "lost")
+    metrics.observe_attempt(WORKER_LOST, None, None, "lost", not _is_event(row.id))
     kind = "event_id" if _is_event(row.id) else "delivery_id"
     log.warning(
         "webhook attempt %s: %s",

@@ -237,7 +237,8 @@ def _claim_in(
                 row.id,
                 f"webhook attempts exhausted ({attempts_so_far}; last: {WORKER_LOST})",
             )
-            metrics.DELIVERIES_FAILED.labels("attempts_exhausted").inc()
+            if kind is outbox.DELIVERY:
+                metrics.DELIVERIES_FAILED.labels("attempts_exhausted").inc()
             return Result("failed", reason=WORKER_LOST, wake=tuple(raised))
         return Result("skipped", reason="this publish is finished")
     if row.claimed_until is not None and row.claimed_until > now:
@@ -654,10 +655,13 @@ def _send_and_release(engine: Engine, claim: _Claim, webhook_id: str) -> _Sent:
 
 
 def _observe(job: Job, claim: _Claim, sent: _Sent, result: Result) -> None:
-    metrics.observe_attempt(sent.reason, sent.status_code, sent.duration_ms, result.outcome)
+    delivery = job.kind == "delivery"
+    metrics.observe_attempt(
+        sent.reason, sent.status_code, sent.duration_ms, result.outcome, delivery
+    )
     if claim.alert:
         metrics.observe_alert_attempt(result.outcome)
-    if result.outcome == "notified":
+    if result.outcome == "notified" and delivery:  # new mail's latency, not an event's
         metrics.observe_notified(claim.accepted_at, utcnow())
     log.log(
         logging.INFO if result.outcome == "notified" else logging.WARNING,

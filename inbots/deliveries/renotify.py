@@ -144,10 +144,12 @@ def stall_batch(now: datetime, settings: Settings) -> Select[str]:
 
 def _republish(
     db: Database, settings: Settings, now: datetime
-) -> tuple[list[Job], int, int, list[Job]]:
+) -> tuple[list[Job], int, int, list[Job], int]:
+    """The jobs published again, the rows of either kind given up, the lost claims logged, the
+    operator's delivery.failed alerts, and of the rows given up those that are deliveries."""
     jobs: list[Job] = []
     raised: list[Job] = []  # the operator's delivery.failed alerts
-    exhausted = lost_claims = 0
+    exhausted = lost_claims = failed_deliveries = 0
     for kind in KINDS:
         with unit_of_work(db) as uow:
             rows = uow.session.execute(republish_batch(now, settings, kind)).all()
@@ -175,6 +177,7 @@ def _republish(
                 )
                 if kind is DELIVERY:
                     raised += alerts.deliveries_failed(uow, give_up, now, EXHAUSTED)
+                    failed_deliveries += len(give_up)
             for row_id, publish in again:
                 uow.session.execute(
                     update(model)
@@ -191,7 +194,7 @@ def _republish(
                 jobs.append(Job(row_id, publish, "renotify"))
         exhausted += len(give_up)
         lost_claims += len(lost)
-    return jobs, exhausted, lost_claims, raised
+    return jobs, exhausted, lost_claims, raised, failed_deliveries
 
 
 def _wake_parked(db: Database, settings: Settings, limiter: Limiter, now: datetime) -> list[Job]:
@@ -273,7 +276,7 @@ def sweep(
     commits. Without a ``limiter`` (the URLs' in-flight slots) parked deliveries are left to the
     wake-ups."""
     moment = now or utcnow()
-    jobs, exhausted, lost, failed_alerts = _republish(db, settings, moment)
+    jobs, exhausted, lost, failed_alerts, failed_deliveries = _republish(db, settings, moment)
     if jobs or failed_alerts:
         publish([*jobs, *failed_alerts])
     woken = _wake_parked(db, settings, limiter, moment) if limiter is not None else []
@@ -296,7 +299,12 @@ def sweep(
         purged_threads=purged,
     )
     metrics.observe_sweep(
-        report.republished, report.exhausted, report.stalled, report.woken, report.worker_lost
+        report.republished,
+        report.exhausted,
+        report.stalled,
+        report.woken,
+        report.worker_lost,
+        failed_deliveries,
     )
     if jobs or exhausted or stalled or woken or lost or expired or purged:
         log.info("renotify sweep", extra=asdict(report))

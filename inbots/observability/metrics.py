@@ -88,12 +88,15 @@ def status_class(code: int | None) -> str:
 
 
 def observe_attempt(
-    reason: str, status_code: int | None, duration_ms: int | None, outcome: str
+    reason: str, status_code: int | None, duration_ms: int | None, outcome: str, delivery: bool
 ) -> None:
+    """One webhook attempt, of any notification; ``delivery``: of a delivery (new mail), the
+    only kind ``inbots_deliveries_failed_total`` counts (an event's or an alert's failure is no
+    delivery.failed)."""
     WEBHOOK_ATTEMPTS.labels(reason, status_class(status_code)).inc()
     if duration_ms is not None:
         ATTEMPT_SECONDS.observe(duration_ms / 1000)
-    if outcome == "failed":
+    if outcome == "failed" and delivery:
         DELIVERIES_FAILED.labels("gone" if reason == "gone" else "attempts_exhausted").inc()
 
 
@@ -115,16 +118,23 @@ def observe_notified(accepted_at: datetime, now: datetime) -> None:
 
 
 def observe_sweep(
-    republished: int, exhausted: int, stalled: int, woken: int = 0, worker_lost: int = 0
+    republished: int,
+    exhausted: int,
+    stalled: int,
+    woken: int = 0,
+    worker_lost: int = 0,
+    failed_deliveries: int = 0,
 ) -> None:
+    """``exhausted``: the rows of either kind the sweep gave up on; ``failed_deliveries``: those
+    of them that are deliveries (``inbots_deliveries_failed_total``)."""
     RENOTIFY_RUNS.inc()
     RENOTIFY_ACTIONS.labels("republished").inc(republished)
     RENOTIFY_ACTIONS.labels("exhausted").inc(exhausted)
     RENOTIFY_ACTIONS.labels("stalled").inc(stalled)
     RENOTIFY_ACTIONS.labels("woken").inc(woken)
     RENOTIFY_ACTIONS.labels("worker_lost").inc(worker_lost)
-    if exhausted:
-        DELIVERIES_FAILED.labels("publish_exhausted").inc(exhausted)
+    if failed_deliveries:
+        DELIVERIES_FAILED.labels("publish_exhausted").inc(failed_deliveries)
 
 
 def events() -> bytes:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from inbots.cli import views
-from inbots.cli.client import TIMEOUT_SECONDS, path
+from inbots.cli.client import EXIT_USAGE, TIMEOUT_SECONDS, CliError, path
 from inbots.cli.options import AllPagesOpt, LimitOpt, Operator, operator_command
 
 
@@ -74,7 +74,14 @@ def reply(
     ] = None,
 ) -> None:
     """Answer a message in its thread (as a reply to it); with --ack, acknowledge it too."""
+    if ack not in (None, "done", "declined"):
+        raise CliError(f"--ack takes done or declined (got {ack!r}).", EXIT_USAGE)
     original = op.api.get(path("messages", message))
+    if ack is not None and original.get("delivery") is None:  # checked before anything is sent
+        raise CliError(
+            f"{original['message']['id']} was not sent to you, so there is nothing of yours to "
+            "acknowledge: reply without --ack."
+        )
     thread_id = original["message"]["thread_id"]
     answer = {"body": body, "kind": kind, "reply_to": original["message"]["id"]}
     posted = op.api.post(path("threads", thread_id, "messages"), answer)
@@ -97,4 +104,7 @@ def ack(
 ) -> None:
     """Acknowledge the operator's own mail: done (default) or declined, with a note."""
     body = {"ids": ids, "outcome": "declined" if declined else "done", "note": note}
-    op.show(op.api.post("/acks", body), views.acked)
+    answer = op.api.post("/acks", body)
+    op.show(answer, views.acked)
+    if answer["not_found"]:  # shown with the rest; and a script sees it in the exit code
+        raise CliError(f"not found: {', '.join(answer['not_found'])}")
