@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import socket
 import subprocess
 from pathlib import Path
 
@@ -58,6 +59,20 @@ def run_serve(tmp_path: Path, **settings: str) -> subprocess.CompletedProcess[st
         )
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"inbots serve kept running with {settings}: {exc.stdout!r}")
+
+
+def test_serve_on_a_port_in_use_says_so_in_one_line_before_making_a_token(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_serve(tmp_path, INBOTS_PORT=str(port))
+    assert done.returncode == 1, (done.returncode, done.stdout, done.stderr)
+    assert done.stderr.startswith("inbots: cannot listen on 127.0.0.1:"), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "INBOTS_PORT" in done.stderr and not TOKEN.search(done.stdout + done.stderr)
 
 
 @pytest.mark.parametrize(("name", "value"), BAD_SETTINGS, ids=[f"{n}={v}" for n, v in BAD_SETTINGS])

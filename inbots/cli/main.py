@@ -42,6 +42,27 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise CliError(message, code)
 
 
+def listen_or_exit(host: str, port: int) -> None:
+    """Stop with one line (exit 1) when ``host:port`` cannot be listened on — the port taken,
+    the address not this machine's — instead of uvicorn's several lines and exit 3. Bound as
+    uvicorn binds (``SO_REUSEADDR``), then let go for it."""
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as exc:  # socket.gaierror too
+        reason = exc.strerror or str(exc)
+        fail(
+            f"cannot listen on {host}:{port} ({reason}): choose another port (--port or "
+            "INBOTS_PORT) or address (--host or INBOTS_HOST)."
+        )
+
+
 def settings_or_exit(**overrides: object) -> Settings:
     # Imported here: the operator commands talk HTTP and never load the settings, and pydantic
     # settings is a third of a start-up they would otherwise pay on every call.
@@ -61,6 +82,7 @@ def serve(
     """Run the whole service in one process (the embedded default: SQLite, in-process delivery)."""
     # A bad setting stops here, before the app's imports (a second of CPU) are paid for.
     settings = settings_or_exit(host=host, port=port)
+    listen_or_exit(settings.host, settings.port)  # before a workspace and its token are made
 
     import uvicorn
 
@@ -114,6 +136,7 @@ def web(
     from inbots.observability.logs import configure_logging
 
     settings = settings_or_exit(host=host, port=port)
+    listen_or_exit(settings.host, settings.port)
     configure_logging(settings)
     logging.getLogger("inbots.web").info(
         "settings OK; serving with %d web processes", workers, extra=_describe(settings)
