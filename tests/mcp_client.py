@@ -618,6 +618,8 @@ async def inbox_paging_and_bodies(api: Api, connect: Connect) -> None:
         assert [i["message_id"] for i in only["items"]] == [urgent["message"]["id"]]
         assert "body" not in only["items"][0]
 
+        code, text = await r.error("read_message", id=urgent["message"]["id"], note="seen")
+        assert code == "validation_error" and "note goes with" in text, text
         read = await r.call("read_message", id=urgent["message"]["id"], acknowledge="done")
         content = read.structured_content
         assert content is not None and not read.is_error

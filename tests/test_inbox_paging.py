@@ -322,6 +322,14 @@ def test_a_bad_ack_is_refused_and_changes_nothing(api: Api) -> None:
         "ack",
     )
     assert api.delivery(delivery_id)["fetched_at"] is None
+    # A note is the acknowledgement's: without ack it is refused, not dropped.
+    error_message(
+        reader.get(f"/messages/{delivery_id}", params={"note": "seen"}),
+        422,
+        "validation_error",
+        "note",
+    )
+    assert api.delivery(delivery_id)["fetched_at"] is None
 
 
 def test_the_sender_reading_with_ack_acknowledges_nothing(api: Api) -> None:

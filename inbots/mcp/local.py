@@ -107,7 +107,7 @@ class LocalBackend:
     async def read_message(
         self, ident: str, acknowledge: str | None = None, note: str | None = None
     ) -> Json:
-        if acknowledge is None:
+        if acknowledge is None and note is None:
             return _json(await self._run(messages.read_message, ident))
         return _json(await self._run(messages.read_and_acknowledge, ident, acknowledge, note))
 

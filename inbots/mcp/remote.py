@@ -186,9 +186,8 @@ class HttpBackend:
         self, ident: str, acknowledge: str | None = None, note: str | None = None
     ) -> Json:
         ack = cast(client.Outcome | None, acknowledge)
-        read = self._client.read(
-            _path_id(ident, "message"), ack=ack, note=note if ack is not None else None
-        )
+        # A note without an acknowledgement goes too: the server answers it with its sentence.
+        read = self._client.read(_path_id(ident, "message"), ack=ack, note=note)
         return _answer(await self._call(read))
 
     async def read_thread(

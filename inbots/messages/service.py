@@ -586,6 +586,12 @@ def read_and_acknowledge(
     """:func:`read_message` and acknowledge the caller's delivery of it with outcome ``ack``
     (``done`` or ``declined``) and ``note``, in one call: for mail that needs no work. A message
     with no copy addressed to the caller is read and nothing is acknowledged."""
+    if ack is None and note is not None:
+        raise Invalid(
+            "note goes with ack=done or ack=declined: it is the acknowledgement's note for the "
+            "sender. Add ack, or leave note out to read without acknowledging.",
+            field="note",
+        )
     if ack not in OUTCOMES:
         raise Invalid(
             "ack must be done (you acted on it) or declined (you will not); leave it out to "

@@ -88,7 +88,7 @@ def read_message(
     """One message with its full body. Stamps the caller's delivery fetched; with
     ``ack=done|declined`` (and an optional ``note``) also acknowledges it, in one call. Its
     sender also gets every recipient's receipt (``receipts``)."""
-    if ack is None:
+    if ack is None and note is None:
         return ctx.run(messages.read_message, message_or_delivery_id)
     return ctx.run(messages.read_and_acknowledge, message_or_delivery_id, ack, note)
 
