@@ -189,10 +189,10 @@ class Settings(BaseSettings):
     def _check_broker_url(cls, value: str) -> str:
         # Empty is the embedded default; else Redis, which Celery and the wake-up relay share.
         scheme = value.split(":", 1)[0].lower() if "://" in value else ""
-        if value and scheme not in ("redis", "rediss", "unix"):
+        if value and scheme not in ("redis", "rediss"):
             raise ValueError(
-                "use a redis://, rediss:// or unix:// URL, or leave it empty for the embedded "
-                "default"
+                "use a redis:// or rediss:// URL (Celery's broker and the wake-up relay share "
+                "it), or leave it empty for the embedded default"
             )
         return value
 

@@ -91,6 +91,25 @@ def test_acquire_all_takes_each_keys_slots_in_turn(make_limiter: MakeLimiter) ->
     assert limiter.acquire_all([key]) != [None] and limiter.acquire_all([key]) == [None]
 
 
+def test_acquire_all_on_a_redis_that_lost_its_scripts_loads_them_again(
+    redis_broker: RedisBroker | SharedRedis,
+) -> None:
+    """The pipeline sends each script by its digest: after a Redis restart (here, SCRIPT
+    FLUSH) every one answers NOSCRIPT, and the batch is sent again once the script is loaded."""
+    client = redis_broker.client()
+    try:
+        limiter = RedisLimiter(client, 2, 30.0)
+        key, other = a_key(), a_key()
+        got = limiter.acquire_all([key, key, key])
+        assert [lease is not None for lease in got] == [True, True, False], got
+        client.script_flush()
+        again = limiter.acquire_all([other, other, key])
+        assert [lease is not None for lease in again] == [True, True, False], again
+        assert limiter.free(other) == 0 and limiter.free(key) == 0
+    finally:
+        client.close()
+
+
 def test_leaked_leases_expire_each_on_its_own_while_traffic_continues(
     make_limiter: MakeLimiter,
 ) -> None:
@@ -276,6 +295,20 @@ class ReleasedMeanwhile(LocalLimiter):
             self.release(*self.holder)
             self.holder = None
         return lease
+
+
+def test_the_same_row_twice_in_one_batch_is_sent_once(api: Api, engine: Engine) -> None:
+    """Two jobs of one batch for the same row: the first claims and sends, the second finds it
+    claimed (busy, back when that attempt must have ended), as a duplicate job would."""
+    with receiver(always(200)) as hook:
+        (delivery_id,) = mail(api, hook.url, 1)
+        results = notify_all(engine, [Job(delivery_id, 1, "publish")] * 2)
+        time.sleep(0.3)
+        assert len(hook.requests) == 1, hook.requests
+    outcomes = sorted(r.outcome for r in results)
+    assert outcomes == ["busy", "notified"], results
+    busy = next(r for r in results if r.outcome == "busy")
+    assert busy.countdown is not None and busy.countdown > 1, busy
 
 
 def test_a_slot_freed_while_a_job_parks_wakes_it(

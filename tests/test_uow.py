@@ -5,6 +5,7 @@ the unit of work hands over and when, not what a broker does with it."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Collection, Sequence
 
 import pytest
@@ -97,3 +98,62 @@ def test_run_unit_runs_each_function_in_the_mode_it_declares(database: Database)
     assert sink.woken == ["ag_9"]
     assert run_unit(database, sink, _write, n=3) == 3
     assert [j.row_id for j in sink.published] == ["dlv_0", "dlv_1", "dlv_2"]
+
+
+# The services the read routes and tools call, and the mode each declares. A decorator that
+# slides onto a helper added above its function (as @reads once did, onto the directory's
+# parameter parser) turns a read into a writer: on SQLite a BEGIN IMMEDIATE behind every send.
+READ_SERVICES = {
+    "inbots.agents.service": {
+        "directory": "reads",
+        "get_agent": "reads",
+        "list_agents": "reads",
+        "me": "reads",
+        "read_brief": "reads",
+    },
+    "inbots.agents.keys": {"list_keys": "reads"},
+    "inbots.agents.sessions": {"list_sessions": "reads"},
+    "inbots.threads.service": {
+        "get_thread": "reads",
+        "list_threads": "reads",
+        "thread_page": "reads",
+    },
+    "inbots.messages.service": {
+        "get_thread": "reads",
+        "history": "mostly_reads",
+        "outbox": "reads",
+        "read_message": "mostly_reads",
+    },
+    "inbots.deliveries.service": {
+        "get_delivery": "reads",
+        "has_unshown": "reads",
+        "inbox": "mostly_reads",
+        "list_deliveries": "reads",
+        "mark_received": "mostly_reads",
+        "waiting_count": "reads",
+    },
+    "inbots.stats.service": {"get_stats": "reads"},
+    "inbots.events.service": {
+        "get_event": "reads",
+        "has_unshown_receipts": "reads",
+        "list_events": "reads",
+        "show_receipts": "mostly_reads",
+    },
+    "inbots.search.service": {"search": "reads"},
+    "inbots.approvals.service": {
+        "get_policy": "reads",
+        "list_pending": "reads",
+        "pending_count": "reads",
+    },
+    "inbots.alerts.service": {"get_alert_webhook": "reads"},
+    "inbots.enrollments.service": {"list_enrollments": "reads"},
+    "inbots.workspaces.service": {"list_operator_tokens": "reads"},
+    "inbots.webhooks.service": {"get_webhook": "reads"},
+}
+
+
+@pytest.mark.parametrize("module", sorted(READ_SERVICES))
+def test_the_read_services_declare_their_read_mode(module: str) -> None:
+    loaded = importlib.import_module(module)
+    modes = {name: mode_of(getattr(loaded, name)) for name in READ_SERVICES[module]}
+    assert modes == READ_SERVICES[module]

@@ -234,7 +234,6 @@ OPERATOR_DESCRIPTION = (
 )
 
 
-@reads
 def parse_active(raw: str | None) -> bool:
     """The directory's ``active`` query parameter: true for only the recently active agents."""
     said = (raw or "").strip().lower()
@@ -247,6 +246,7 @@ def parse_active(raw: str | None) -> bool:
     return said in ("1", "true", "yes")
 
 
+@reads
 def directory(
     uow: UnitOfWork, caller: Caller, query: str | None = None, active_only: bool = False
 ) -> list[DirectoryEntry]:

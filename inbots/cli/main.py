@@ -45,16 +45,15 @@ def fail(message: str, code: int = 1) -> NoReturn:
 def listen_or_exit(host: str, port: int) -> None:
     """Stop with one line (exit 1) when ``host:port`` cannot be listened on — the port taken,
     the address not this machine's — instead of uvicorn's several lines and exit 3. Bound as
-    uvicorn binds (``SO_REUSEADDR``), then let go for it."""
+    uvicorn binds (IPv6 for an address with a colon, else IPv4; ``SO_REUSEADDR``), then let go
+    for it."""
     import socket
 
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-        with socket.socket(family, kind, proto) as probe:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind(address)
+            probe.bind((host, port))
     except OSError as exc:  # socket.gaierror too
         reason = exc.strerror or str(exc)
         fail(

@@ -159,21 +159,28 @@ def _claim_together(
                 free = outbox.lock_free(uow.session, [job.row_id for job in jobs])
                 read = _read_deliveries(uow.session, [job for job in jobs if job.row_id in free])
             ready: dict[int, _Ready] = {}
+            readied: set[str] = set()
             for i, job in enumerate(jobs):
                 if free is not None and job.row_id not in free:
+                    continue
+                if job.row_id in readied:  # the same row twice: as a duplicate job would find it
+                    claimed[i] = _busy(engine.settings)
                     continue
                 one = _claim_in(uow, engine, job, now, read.get(job.row_id))
                 if isinstance(one, _Ready):
                     ready[i] = one
+                    readied.add(job.row_id)
                 else:
                     claimed[i] = one
             # The slots, in one round trip for the whole batch: the last step that can fail
-            # before the commit.
+            # before the commit. Each lease is in ``taken`` before anything else can fail.
             leases = engine.limiter.acquire_all([r.claim.key for r in ready.values()])
+            for one, lease in zip(ready.values(), leases, strict=True):
+                if lease is not None:
+                    one.claim.lease = lease
+                    taken.append(one.claim)
             for (i, one), lease in zip(ready.items(), leases, strict=True):
                 claimed[i] = _take(engine.settings, one, lease, now)
-                if isinstance(claimed[i], _Claim):
-                    taken.append(one.claim)
         return {i: claimed[i] for i in sorted(claimed)}  # in the order given
     except BaseException:
         for claim in taken:  # taken, but the claim did not commit
@@ -247,7 +254,7 @@ def _claim_in(
         # recorded, or its worker died and this job makes the next one) — never every so often.
         ended = row.claimed_until - timedelta(seconds=s.claim_seconds - s.inflight_lease_seconds)
         wait = ((ended if ended > now else row.claimed_until) - now).total_seconds()
-        return Result("busy", countdown=wait + 0.05, reason="another attempt is running")
+        return _busy(s, wait)
     if row.next_attempt_at is not None and row.next_attempt_at > now + timedelta(seconds=0.05):
         # A retry of this publish is scheduled later: this job is early (a duplicate).
         wait = (row.next_attempt_at - now).total_seconds()
@@ -278,6 +285,13 @@ def _claim_in(
         isinstance(row, Event) and row.type in subscriptions.ALERT_TYPES,
     )
     return _Ready(row, claim)
+
+
+def _busy(s: Settings, wait: float | None = None) -> Result:
+    """Another attempt holds the row: come back ``wait`` seconds from now (by default when an
+    attempt claimed just now must have ended: its slot's lease)."""
+    wait = s.inflight_lease_seconds if wait is None else wait
+    return Result("busy", countdown=wait + 0.05, reason="another attempt is running")
 
 
 def _take(s: Settings, ready: _Ready, lease: str | None, now: datetime) -> _Claim | _Parked:

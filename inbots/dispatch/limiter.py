@@ -26,6 +26,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from redis.exceptions import NoScriptError
+
 
 class Limiter(Protocol):
     def acquire(self, key: str) -> str | None:
@@ -139,16 +141,31 @@ class RedisLimiter:
         return lease if got else None
 
     def acquire_all(self, keys: Sequence[str]) -> list[str | None]:
-        """The scripts of all of ``keys`` in one pipeline (not a transaction: each script is
-        atomic on its own, and they run in order)."""
+        """The script for each of ``keys`` in one pipeline, one round trip (not a transaction:
+        each script is atomic on its own, and they run in order). By its digest: a Redis that
+        lost its scripts (a restart) answers NOSCRIPT to all, and they are loaded and sent
+        again. If any other fails, the leases the others took are given back and the error
+        raised, as one :meth:`acquire` would."""
         if len(keys) < 2:
             return [self.acquire(key) for key in keys]
         leases = [new_lease() for _ in keys]
+        got = self._evaluate_all(keys, leases)
+        if all(isinstance(one, NoScriptError) for one in got):
+            self._acquire.sha = self.client.script_load(_ACQUIRE)
+            got = self._evaluate_all(keys, leases)
+        taken = [(key, lease) for key, lease, ok in zip(keys, leases, got, strict=True) if ok == 1]
+        failed = next((one for one in got if isinstance(one, Exception)), None)
+        if failed is not None:
+            for key, lease in taken:
+                self.release(key, lease)
+            raise failed
+        return [lease if ok == 1 else None for lease, ok in zip(leases, got, strict=True)]
+
+    def _evaluate_all(self, keys: Sequence[str], leases: Sequence[str]) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)
         for key, lease in zip(keys, leases, strict=True):
-            self._acquire(keys=[self.name(key)], args=[self.cap, self.ttl_ms, lease], client=pipe)
-        got = pipe.execute()
-        return [lease if ok else None for lease, ok in zip(leases, got, strict=True)]
+            pipe.evalsha(self._acquire.sha, 1, self.name(key), self.cap, self.ttl_ms, lease)
+        return list(pipe.execute(raise_on_error=False))
 
     def release(self, key: str, lease: str) -> None:
         self.client.zrem(self.name(key), lease)
