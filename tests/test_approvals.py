@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import standardwebhooks
 
+from inbots.approvals.service import HELD_TITLE
 from inbots.client import Client, Conflict, NotFound
 from inbots.config import Settings
 from inbots.db.engine import Database
@@ -468,3 +469,38 @@ def test_the_python_client_sees_held_and_decides(api: Api) -> None:
         with pytest.raises(NotFound):
             op.approve("msg_nope")
         assert op.approvals() == []
+
+
+def test_a_held_direct_sends_thread_does_not_show_the_message_in_its_title(api: Api) -> None:
+    """A direct send's thread is titled from its message (summary or first line). Held, the
+    recipient sees the thread but not that text — not in its title, not by searching threads —
+    until the approval gives the thread its title; a rejection leaves the neutral one. A title
+    the sender gave is shown as it is."""
+    api.ok("PUT", "/policy", json=HOLD_TASKS)
+    alice = api.agent("alice")
+    bob = api.agent("bob")
+
+    def direct(body: str, **extra: Any) -> str:
+        sent = alice.ok("POST", "/messages", 201, json={"to": ["bob"], "body": body, **extra})
+        assert sent["held"] is True
+        return str(sent["message"]["thread_id"])
+
+    approved = direct("OKAPI first line of the held body\nmore", kind="task")
+    rejected = direct("ZEBRA first line\nmore", kind="task")
+    named = direct("the body", kind="task", title="Rollout plan")
+    for thread in (approved, rejected):
+        assert bob.ok("GET", f"/threads/{thread}")["title"] == HELD_TITLE
+    for word in ("OKAPI", "ZEBRA"):
+        assert bob.ok("GET", "/threads", params={"query": word})["items"] == []
+    assert bob.ok("GET", f"/threads/{named}")["title"] == "Rollout plan"
+
+    def message_of(thread: str) -> str:
+        return str(api.ok("GET", f"/threads/{thread}")["messages"][0]["id"])
+
+    api.ok("POST", f"/approvals/{message_of(approved)}/approve")
+    api.ok("POST", f"/approvals/{message_of(rejected)}/reject", json={"reason": "no"})
+    assert bob.ok("GET", f"/threads/{approved}")["title"] == "OKAPI first line of the held body"
+    assert [t["id"] for t in bob.ok("GET", "/threads", params={"query": "OKAPI"})["items"]] == [
+        approved
+    ]
+    assert bob.ok("GET", f"/threads/{rejected}")["title"] == HELD_TITLE

@@ -124,6 +124,12 @@ def set_policy(uow: UnitOfWork, caller: Caller, request: PolicyUpdate) -> Policy
     return _policy_read(row)
 
 
+# The title of a thread a held direct send opened, while its message waits: the title it would
+# have had comes from the message (its summary or first line), which its recipients may not see
+# before the operator approves. The approval gives the thread that title; a rejection leaves this.
+HELD_TITLE = "A message waiting for the operator's approval"
+
+
 def holds(uow: UnitOfWork, caller: Caller, kind: str, priority: str) -> bool:
     """Whether the workspace's policy holds a message of ``kind`` and ``priority`` that
     ``caller`` sends now: its kind, its priority or its sender is listed (the send path asks,
@@ -247,6 +253,9 @@ def approve(uow: UnitOfWork, caller: Caller, message_id: str) -> ApprovalDecisio
     message, sender = _held(uow, caller, message_id)
     now = utcnow()
     message.approval = APPROVED
+    opened = uow.session.get_one(Thread, message.thread_id)
+    if opened.title == HELD_TITLE:  # a direct send's thread, titled from this message now
+        opened.title = shown_summary(message.summary, message.body, uow.settings.thread_title_max)
     rows = uow.session.execute(
         select(Delivery, Agent, Thread.status)
         .join(Agent, Agent.id == Delivery.recipient_id)

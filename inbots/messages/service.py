@@ -316,7 +316,7 @@ def send_direct(
         message = _message(uow, caller, thread, body, summary, kind, priority, None, ttl)
         uow.session.add(message)
         uow.session.flush()
-        return _deliver(uow, caller, thread, message, recipients)
+        return _titled(thread, request, _deliver(uow, caller, thread, message, recipients))
     try:
         # The thread too, inside the savepoint: a repeat that lost the race opens nothing.
         with uow.session.begin_nested():
@@ -330,7 +330,16 @@ def send_direct(
         if original is None:
             raise
         return _replay(uow, original, fingerprint)
-    return _deliver(uow, caller, thread, message, recipients)
+    return _titled(thread, request, _deliver(uow, caller, thread, message, recipients))
+
+
+def _titled(thread: Thread, request: DirectMessageCreate, sent: SendResult) -> SendResult:
+    """A held direct send's thread does not show its message's first line as its title to the
+    recipients, who may not read the message yet (:data:`~inbots.approvals.service.HELD_TITLE`
+    until the approval). A title the sender gave is the thread's, as any thread's title is."""
+    if sent.held and request.title is None:
+        thread.title = approvals.HELD_TITLE
+    return sent
 
 
 class Recipient(Protocol):
