@@ -40,12 +40,12 @@ webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.common.exceptions import (  # noqa: E402
     StaleElementReferenceException,
     TimeoutException,
+    WebDriverException,
 )
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
-from selenium.webdriver.support.expected_conditions import staleness_of  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 # SQLite only: these drive the same services the API tests cover on both databases. One xdist
@@ -91,6 +91,23 @@ def browser() -> Iterator[WebDriver]:
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def gone(element: WebElement | None) -> bool:
+    """Whether ``element`` left the page. Chromedriver says so as a stale element, or, when the
+    page is swapped just as it looks, as an inspector error ("does not belong to the
+    document"): ``staleness_of`` took the second for a failure."""
+    if element is None:
+        return True
+    try:
+        element.is_enabled()
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as exc:
+        if "does not belong to the document" in str(exc):
+            return True
+        raise
+    return False
 
 
 class Dashboard:
@@ -161,7 +178,7 @@ class Dashboard:
         if self._flash is not None:
             # Still the same page after 10 s: what it says is for the assertion to judge.
             with contextlib.suppress(TimeoutException):
-                WebDriverWait(self.driver, 10).until(staleness_of(self._flash))
+                WebDriverWait(self.driver, 10).until(lambda _d: gone(self._flash))
         self._flash, text = self.act("#flash", lambda element: (element, element.text))
         return str(text)
 
