@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import standardwebhooks
+from prometheus_client import REGISTRY
 from sqlalchemy import select
 
 from inbots.config import Settings
@@ -102,6 +103,7 @@ def test_an_event_whose_publishes_run_out_is_failed_by_the_sweep(
     lead, _ = hooked(api, "http://127.0.0.1:9/hook", ["message.acknowledged"])
     event_id, _ = acknowledged_event(api, lead)
     published: list[Job] = []
+    before = counted()
     for hours in (1, 2):
         sweep(database, settings, published.extend, utcnow() + timedelta(hours=hours))
     assert Job(event_id, 2, "renotify") in published
@@ -109,6 +111,21 @@ def test_an_event_whose_publishes_run_out_is_failed_by_the_sweep(
     assert detail["state"] == "failed" and detail["failure_reason"] == (
         "publish attempts exhausted"
     )
+    # The sweep gave up one row, an event: no failed delivery to count (the sweep is in this
+    # process, so are its counters).
+    after = counted()
+    assert after["exhausted"] == before["exhausted"] + 1, (before, after)
+    assert after["failed_deliveries"] == before["failed_deliveries"], (before, after)
+
+
+def counted() -> dict[str, float]:
+    def value(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    return {
+        "exhausted": value("inbots_renotify_actions_total", action="exhausted"),
+        "failed_deliveries": value("inbots_deliveries_failed_total", why="publish_exhausted"),
+    }
 
 
 def test_the_sweep_publishes_nothing_nobody_subscribed_to(

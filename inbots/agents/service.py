@@ -58,7 +58,7 @@ def is_active(agent: Agent, settings: Settings, now: datetime) -> bool:
     """Seen in the last ``active_seconds``, and not archived (an archived agent's key stopped
     working: it is not active, however recently it was seen)."""
     return (
-        agent.status != ARCHIVED
+        not agent.archived
         and agent.last_seen_at is not None
         and now - agent.last_seen_at < timedelta(seconds=settings.active_seconds)
     )
