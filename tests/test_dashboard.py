@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -93,6 +93,9 @@ def browser() -> Iterator[WebDriver]:
         shutil.rmtree(profile, ignore_errors=True)
 
 
+T = TypeVar("T")
+
+
 def gone(element: WebElement | None) -> bool:
     """Whether ``element`` left the page. Chromedriver says so as a stale element, or, when the
     page is swapped just as it looks, as an inspector error ("does not belong to the
@@ -162,6 +165,21 @@ class Dashboard:
                 if attempt == tries - 1:
                     raise
         return None
+
+    def read(self, look: Callable[[], T], tries: int = 5) -> T:
+        """``look()``, which finds its elements itself and returns plain values, asked again if
+        a live refresh swapped the page while it read (a stale element, or chromedriver's
+        "does not belong to the document"): what it returns comes from one page."""
+        for attempt in range(tries):
+            try:
+                return look()
+            except WebDriverException as exc:
+                swapped = isinstance(exc, StaleElementReferenceException) or (
+                    "does not belong to the document" in str(exc)
+                )
+                if not swapped or attempt == tries - 1:
+                    raise
+        raise AssertionError("unreachable")
 
     def sign_in(self, token: str, *, navigate: bool = True) -> None:
         if navigate:
@@ -339,22 +357,35 @@ def test_thread_view_shows_each_recipients_receipt(signed_in: Dashboard, api: Ap
     alice.ok("POST", "/acks", json={"ids": [alice_delivery], "outcome": "done", "note": "Tagged"})
 
     signed_in.go(f"/threads/{thread['id']}")
-    card = signed_in.wait_for(f'article[data-message="{message_id}"]')
-    assert "Tag v1.2" in card.text and "Please tag v1.2" in card.text
+    card_css = f'article[data-message="{message_id}"]'
+    signed_in.wait_for(card_css)
 
-    def stamps(recipient: str) -> dict[str, bool]:
-        row = card.find_element(By.CSS_SELECTOR, f'tr[data-recipient="{recipient}"]')
-        cells = row.find_elements(By.CSS_SELECTOR, "td[data-stamp]")
-        return {
-            str(c.get_attribute("data-stamp")): "set" in str(c.get_attribute("class")).split()
-            for c in cells
-        }
+    def look() -> dict[str, Any]:
+        """What the card shows, read from one page (the page refreshes itself)."""
+        card = signed_in.find(card_css)
+        seen: dict[str, Any] = {"card": card.text}
+        for recipient in ("alice", "bob"):
+            row = card.find_element(By.CSS_SELECTOR, f'tr[data-recipient="{recipient}"]')
+            seen[recipient] = {
+                "badge": row.find_element(By.CSS_SELECTOR, ".badge").text,
+                "text": row.text,
+                "stamps": {
+                    str(c.get_attribute("data-stamp")): "set"
+                    in str(c.get_attribute("class")).split()
+                    for c in row.find_elements(By.CSS_SELECTOR, "td[data-stamp]")
+                },
+            }
+        fetched = card.find_element(
+            By.CSS_SELECTOR, 'tr[data-recipient="alice"] td[data-stamp="fetched"] time'
+        )
+        seen["fetched"] = (fetched.get_attribute("title"), fetched.text)
+        return seen
 
-    alice_row = card.find_element(By.CSS_SELECTOR, 'tr[data-recipient="alice"]')
-    bob_row = card.find_element(By.CSS_SELECTOR, 'tr[data-recipient="bob"]')
-    assert alice_row.find_element(By.CSS_SELECTOR, ".badge").text == "acknowledged"
-    assert bob_row.find_element(By.CSS_SELECTOR, ".badge").text == "accepted"
-    assert stamps("alice") == {
+    seen = signed_in.read(look)
+    assert "Tag v1.2" in seen["card"] and "Please tag v1.2" in seen["card"]
+    assert seen["alice"]["badge"] == "acknowledged"
+    assert seen["bob"]["badge"] == "accepted"
+    assert seen["alice"]["stamps"] == {
         "accepted": True,
         "notified": False,
         "delivered": True,
@@ -364,7 +395,7 @@ def test_thread_view_shows_each_recipients_receipt(signed_in: Dashboard, api: Ap
         "failed": False,
         "stalled": False,
     }
-    assert stamps("bob") == {
+    assert seen["bob"]["stamps"] == {
         "accepted": True,
         "notified": False,
         "delivered": False,
@@ -374,10 +405,10 @@ def test_thread_view_shows_each_recipients_receipt(signed_in: Dashboard, api: Ap
         "failed": False,
         "stalled": False,
     }
-    fetched = alice_row.find_element(By.CSS_SELECTOR, 'td[data-stamp="fetched"] time')
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", fetched.get_attribute("title"))
-    assert "ago" in fetched.text or fetched.text == "just now"
-    assert "Tagged" in alice_row.text
+    title, shown = seen["fetched"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", title)
+    assert "ago" in shown or shown == "just now"
+    assert "Tagged" in seen["alice"]["text"]
     signed_in.shot("thread")
 
 

@@ -69,15 +69,17 @@ def test_a_message_shows_its_ttl_and_expiry(api: Api) -> None:
 
 
 def expiry_scenario(api: Api, timeout: float) -> None:
-    """A 1 s message expires on time (within ``timeout``) for the recipient who had not
-    acknowledged it; the acknowledged one and the long-lived one beside it do not."""
+    """A 2 s message expires on time (within ``timeout``) for the recipient who had not
+    acknowledged it; the acknowledged one and the long-lived one beside it do not. Each short
+    message is looked at right after its send, so that a slow machine (a request can take a
+    good part of a second under a loaded parallel run) does not see it expire first."""
     alice = api.agent("alice")
     bob = api.agent("bob")
     thread = alice.open_thread("Expiring", ["bob"])["id"]
-    short = alice.send(thread, "stale in a second", ttl_seconds=1)
-    keep = alice.send(thread, "kept", ttl_seconds=3_600)
-    acked = alice.send(thread, "acknowledged in time", ttl_seconds=1)
+    acked = alice.send(thread, "acknowledged in time", ttl_seconds=2)
     bob.ok("POST", "/acks", json={"ids": [acked["message"]["id"]], "outcome": "done"})
+    keep = alice.send(thread, "kept", ttl_seconds=3_600)
+    short = alice.send(thread, "stale in two seconds", ttl_seconds=2)
     delivery = short["deliveries"][0]["id"]
     assert api.delivery(delivery)["state"] == "accepted"  # never listed: nothing outranks expired
     expires_at = parse(short["message"]["expires_at"])
