@@ -64,9 +64,9 @@ def test_receiver_failing_twice_is_retried_then_notified(api: Api) -> None:
     assert [a["reason"] for a in detail["attempts"]] == ["http_500", "http_500", "ok"]
     waits = attempt_waits(detail)
     # At least the schedule's 0.2 s and 0.4 s (less jitter); at most those plus what a loaded
-    # 2-core machine adds to a timer (a CI run under four test processes added 1.05 s). The
-    # default schedule's second step, 12 s, still fails the upper bound.
-    slack = 2.0
+    # 2-core machine adds to a timer (CI runs under four test processes added 1.05 s, and on a
+    # slow day 3.3 s). The default schedule's second step, 12 s, still fails the upper bound.
+    slack = 6.0
     assert 0.15 <= waits[0] <= 0.2 + slack and 0.3 <= waits[1] <= 0.4 + slack, waits
     assert len({r.headers["webhook-id"] for r in requests}) == 1
 
