@@ -611,10 +611,14 @@ def test_an_unknown_thread_shows_a_friendly_message(signed_in: Dashboard) -> Non
 def fill(dash: Dashboard, values: dict[str, str]) -> None:
     """Type into the form fields named ``f-<name>`` (emptied first)."""
     for name, value in values.items():
-        element = dash.find(f"#f-{name}")
-        element.clear()
-        if value:
-            element.send_keys(value)
+
+        def type_in(element: WebElement, value: str = value) -> None:
+            element.clear()
+            if value:
+                element.send_keys(value)
+
+        # Found again if a live refresh swapped the page first (it never does under typed text).
+        dash.act(f"#f-{name}", type_in)
 
 
 def form_of(client: httpx.Client, url: str) -> str:

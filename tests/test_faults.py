@@ -261,7 +261,9 @@ def test_a_killed_workers_slots_come_back_within_the_attempt_timeout(
         )
     assert most == 4, f"{most} requests in flight at once: more than the cap of 4"
     assert first_full is not None
-    assert first_full <= max(by_lease, worker_up) + 2.0, (
+    # 4 s of slack: a loaded two-core CI run took 2.5 s more; slots that never come back fail
+    # above, and a lease of the default length would still fail here.
+    assert first_full <= max(by_lease, worker_up) + 4.0, (
         f"the cap was full again only {first_full - killed_at:.1f} s after the kill "
         f"(lease {LEASE_SECONDS:.1f} s, new worker up after {worker_up - killed_at:.1f} s)"
     )
