@@ -104,13 +104,19 @@ def gone(element: WebElement | None) -> bool:
         return True
     try:
         element.is_enabled()
-    except StaleElementReferenceException:
-        return True
     except WebDriverException as exc:
-        if "does not belong to the document" in str(exc):
+        if swapped(exc):
             return True
         raise
     return False
+
+
+def swapped(exc: WebDriverException) -> bool:
+    """Whether chromedriver's error says the page was swapped under the element read: a stale
+    element, or an inspector error ("does not belong to the document")."""
+    return isinstance(exc, StaleElementReferenceException) or (
+        "does not belong to the document" in str(exc)
+    )
 
 
 class Dashboard:
@@ -158,13 +164,7 @@ class Dashboard:
     def act(self, css: str, action: Callable[[WebElement], Any], tries: int = 3) -> Any:
         """``action`` on the element ``css`` finds, found again if a live refresh replaced it
         first (a stale element was not acted on, so trying again does it once)."""
-        for attempt in range(tries):
-            try:
-                return action(self.wait_for(css))
-            except StaleElementReferenceException:
-                if attempt == tries - 1:
-                    raise
-        return None
+        return self.read(lambda: action(self.wait_for(css)), tries)
 
     def read(self, look: Callable[[], T], tries: int = 5) -> T:
         """``look()``, which finds its elements itself and returns plain values, asked again if
@@ -174,10 +174,7 @@ class Dashboard:
             try:
                 return look()
             except WebDriverException as exc:
-                swapped = isinstance(exc, StaleElementReferenceException) or (
-                    "does not belong to the document" in str(exc)
-                )
-                if not swapped or attempt == tries - 1:
+                if not swapped(exc) or attempt == tries - 1:
                     raise
         raise AssertionError("unreachable")
 
