@@ -445,6 +445,11 @@ def test_a_hanging_receiver_does_not_starve_healthy_ones(api: Api, celery: Celer
     assert all(not d["notified_at"] for d in stuck_details)
 
 
+# The receiver answers in 0.3 s; a 1 s timeout was once reached there on a loaded machine, and
+# the retry that followed (fair: the worker never saw the answer) read as a duplicate send.
+@pytest.mark.parametrize(
+    "timings", [{**FAST, "webhook_timeout_seconds": 5.0, "publish_lost_seconds": 30.0}]
+)
 def test_duplicate_jobs_for_one_publish_send_one_notification(
     api: Api, celery: CeleryHarness
 ) -> None:
@@ -469,7 +474,9 @@ def test_duplicate_jobs_for_one_publish_send_one_notification(
         client.send_task(NOTIFY_TASK, args=[delivery_id, 2, "publish"], queue=NOTIFY_QUEUE)
         wait_state(api, delivery_id, "notified", 10, celery)
         time.sleep(1.0)  # anything sent twice would have arrived by now
-        assert len(hook.requests) == 1, "one publish was notified more than once"
+        assert len(hook.requests) == 1, (
+            f"one publish was notified more than once: {api.delivery(delivery_id)['attempts']}"
+        )
 
         api.ok("POST", f"/deliveries/{delivery_id}/redeliver", 202)
         for _ in range(4):

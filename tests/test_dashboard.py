@@ -310,22 +310,41 @@ def test_agents_page_shows_agents_and_webhook_health(signed_in: Dashboard, api: 
     assert archived.get("/me").status_code == 401
 
     signed_in.go("/agents")
-    row = signed_in.wait_for('#agents tr[data-agent="builder"]')
-    assert "Builds things" in row.text
-    assert "polling" in row.text
-    brief = row.find_element(By.CSS_SELECTOR, "details.brief")
-    brief.find_element(By.CSS_SELECTOR, "summary").click()
-    assert "Send me <b>build</b> requests." in brief.text  # shown as text, never as HTML
-    assert not signed_in.find_all('#agents tr[data-agent="never-here"] details.brief')
-    assert signed_in.find('#agents tr[data-agent="sender"] .badge').text == "active"
-    pusher = signed_in.find('#agents tr[data-agent="pusher"]')
-    assert hook.url in pusher.text
-    health = pusher.find_element(By.CSS_SELECTOR, ".hook-health")
-    assert health.get_attribute("data-health") == "healthy"
-    assert "1 ok · 0 failed of last 1" in health.text
-    assert signed_in.find('#archived tr[data-agent="retired"]').text.count("archived") >= 1
-    assert not signed_in.find_all('#agents tr[data-agent="retired"]')
-    assert "none named" in signed_in.find('#agents tr[data-agent="builder"] .sessions-cell').text
+
+    def agents() -> dict[str, Any]:
+        """Everything read from one page (the list refreshes itself: read again if swapped)."""
+        row = signed_in.wait_for('#agents tr[data-agent="builder"]')
+        brief = row.find_element(By.CSS_SELECTOR, "details.brief")
+        brief.find_element(By.CSS_SELECTOR, "summary").click()
+        pusher = signed_in.find('#agents tr[data-agent="pusher"]')
+        health = pusher.find_element(By.CSS_SELECTOR, ".hook-health")
+        return {
+            "builder": row.text,
+            "brief": brief.text,
+            "never_here_briefs": len(
+                signed_in.find_all('#agents tr[data-agent="never-here"] details.brief')
+            ),
+            "sender_badge": signed_in.find('#agents tr[data-agent="sender"] .badge').text,
+            "pusher": pusher.text,
+            "health": health.get_attribute("data-health"),
+            "health_text": health.text,
+            "archived": signed_in.find('#archived tr[data-agent="retired"]').text,
+            "retired_listed": len(signed_in.find_all('#agents tr[data-agent="retired"]')),
+            "sessions": signed_in.find('#agents tr[data-agent="builder"] .sessions-cell').text,
+        }
+
+    seen = signed_in.read(agents)
+    assert "Builds things" in seen["builder"]
+    assert "polling" in seen["builder"]
+    assert "Send me <b>build</b> requests." in seen["brief"]  # shown as text, never as HTML
+    assert seen["never_here_briefs"] == 0
+    assert seen["sender_badge"] == "active"
+    assert hook.url in seen["pusher"]
+    assert seen["health"] == "healthy"
+    assert "1 ok · 0 failed of last 1" in seen["health_text"]
+    assert seen["archived"].count("archived") >= 1
+    assert seen["retired_listed"] == 0
+    assert "none named" in seen["sessions"]
     signed_in.shot("agents")
 
 
@@ -447,15 +466,23 @@ def test_failed_delivery_is_listed_with_its_attempts_and_can_be_redelivered(
         assert failed["publish_count"] == 1
 
         signed_in.go("/")
-        item = signed_in.wait_for(f'#failed article[data-delivery="{delivery_id}"]')
-        assert "broken" in item.text and "Will fail" in item.text
-        attempts = item.find_elements(By.CSS_SELECTOR, "tr.attempt")
+        card = f'#failed article[data-delivery="{delivery_id}"]'
+
+        def overview() -> tuple[str, list[str], str]:
+            item = signed_in.wait_for(card)
+            attempts = item.find_elements(By.CSS_SELECTOR, "tr.attempt")
+            failed_count = signed_in.find("#stat-failed .value").text
+            return item.text, [a.text for a in attempts], failed_count
+
+        text, attempts, failed_count = signed_in.read(overview)
+        assert "broken" in text and "Will fail" in text
         assert len(attempts) == 4
-        assert all("500" in a.text and "http_500" in a.text and "ms" in a.text for a in attempts)
-        assert signed_in.find("#stat-failed .value").text == "1"
+        assert all("500" in a and "http_500" in a and "ms" in a for a in attempts)
+        assert failed_count == "1"
         signed_in.shot("overview")
 
-        item.find_element(By.CSS_SELECTOR, '[data-action="redeliver"]').click()
+        # The overview refreshes itself: the button is found again if it was swapped.
+        signed_in.act(f'{card} [data-action="redeliver"]', lambda button: button.click())
         assert delivery_id in signed_in.flash()
         assert api.delivery(delivery_id)["publish_count"] == 2
         hook.wait_for(5)  # the redelivery really went out
@@ -855,12 +882,13 @@ def test_operator_inbox_reads_replies_and_acknowledges(signed_in: Dashboard, api
     signed_in.go("/")
     assert signed_in.wait_for("#nav-inbox-count").text == "1"
     signed_in.find("#nav-inbox").click()
-    row = signed_in.wait_for(f'#inbox tr[data-delivery="{delivery_id}"]')
-    assert "asker" in row.text and "Deploy Friday?" in row.text
+    row = f'#inbox tr[data-delivery="{delivery_id}"]'
+    row_text = signed_in.act(row, lambda element: element.text)
+    assert "asker" in row_text and "Deploy Friday?" in row_text
     assert api.ok("GET", "/inbox")["items"][0]["state"] == "delivered"  # the listing showed it
     signed_in.shot("inbox")
 
-    row.find_element(By.CSS_SELECTOR, "a.title").click()
+    signed_in.act(f"{row} a.title", lambda link: link.click())
     assert signed_in.wait_for("#message-body").text == "May I deploy on Friday?"
     signed_in.shot("inbox-message")
     receipt = asker.ok("GET", "/outbox")["items"][0]["receipts"][0]
@@ -1012,7 +1040,7 @@ def test_the_queue_approves_and_rejects_held_messages(signed_in: Dashboard, api:
     # Once the reason holds text the page no longer refreshes under it (the form is busy).
     reason = f'tr[data-message="{second_id}"] input.reason'
     signed_in.act(reason, lambda field: field.send_keys("Not during business hours"))
-    signed_in.find(f'tr[data-message="{second_id}"] button.reject').click()
+    signed_in.act(f'tr[data-message="{second_id}"] button.reject', lambda b: b.click())
     assert signed_in.flash().startswith(f"Rejected {second_id}")
     assert "Nothing waits" in signed_in.wait_for("#approvals-empty").text
     assert signed_in.find("#nav-approvals-count").text == "0"
