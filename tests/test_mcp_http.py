@@ -13,6 +13,7 @@ import anyio
 import httpx
 import pytest
 from mcp import MCPError
+from mcp_types import INVALID_REQUEST
 
 from inbots.db.engine import Database
 from tests.conftest import ServerThread
@@ -568,3 +569,49 @@ def test_a_search_text_longer_than_its_schema_says_is_a_clear_tool_error(
         response = bob.get(path, params={field: "x" * (longest + 1)})
         assert_error(response, 422, "validation_error", field=field, label=path)
         assert bob.ok("GET", path, params={field: "x" * longest})["items"] == []
+
+
+def test_a_request_over_the_body_limit_is_a_clear_json_rpc_error(
+    api: Api, connect: Connect, server: ServerThread
+) -> None:
+    """A tool call whose request is larger than the body limit (64 KiB by default) is refused
+    before it is read, as over HTTP, but as a JSON-RPC error that names the limit: the official
+    client raises it with that sentence (a bare HTTP 413 reached it only as "Server returned an
+    error response"). Nothing is stored and the session goes on."""
+    alice = api.agent("alice")
+    api.agent("bob")
+    thread = alice.open_thread("Big", ["bob"])
+    limit = 65_536
+
+    async def scenario() -> None:
+        async with connect(alice.token) as tools:
+            with pytest.raises(MCPError) as refused:
+                await tools.call("send_message", thread_id=thread["id"], body="x" * (limit + 10))
+            assert f"larger than {limit} bytes" in str(refused.value), str(refused.value)
+            assert refused.value.error.code == INVALID_REQUEST
+            sent = await tools.ok("send_message", thread_id=thread["id"], body="small")
+            assert sent["message"]["id"]
+
+    run(scenario)
+    bodies = [m["body"] for m in alice.ok("GET", f"/threads/{thread['id']}/messages")["items"]]
+    assert bodies == ["small"]
+
+    # The same request posted raw, with its length declared and streamed without one: HTTP 413
+    # with the JSON-RPC error as its body either way.
+    big = b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"x": "'
+    big += b"x" * limit + b'"}}'
+
+    def chunks() -> Iterator[bytes]:
+        yield from (big[i : i + 8192] for i in range(0, len(big), 8192))
+
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {alice.token}"}
+    for content in (big, chunks()):
+        raw = httpx.post(f"{server.url}/mcp", headers=headers, content=content)
+        assert raw.status_code == 413, raw.text
+        assert raw.json()["id"] is None and raw.json()["jsonrpc"] == "2.0"
+        assert raw.json()["error"]["code"] == INVALID_REQUEST
+        assert raw.json()["error"]["data"]["code"] == "payload_too_large"
+        assert f"larger than {limit} bytes" in raw.json()["error"]["message"]
+    assert alice.ok("GET", "/me")["username"] == "alice"  # the HTTP API's answers stay as they were
+    refused = alice.post(f"/threads/{thread['id']}/messages", content=big)
+    assert_error(refused, 413, "payload_too_large")

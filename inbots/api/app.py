@@ -34,7 +34,7 @@ from inbots.config import Settings, get_settings
 from inbots.db.engine import Database
 from inbots.deliveries.engine import build_dispatch
 from inbots.limits import Limits, resolve
-from inbots.mcp.endpoint import McpEndpoint
+from inbots.mcp.endpoint import MCP_PATH, McpEndpoint
 from inbots.observability.logs import configure_logging
 
 
@@ -94,11 +94,14 @@ def create_app(
     app.include_router(health.router)
     dashboard.install(app)  # the operator pages at / (see docs/dashboard.md)
     app.include_router(metrics.router)
-    app.router.routes.append(Route("/mcp", mcp, include_in_schema=False))  # see docs/mcp.md
+    app.router.routes.append(Route(MCP_PATH, mcp, include_in_schema=False))  # see docs/mcp.md
     errors.install(app)
     _quote_limits_in_openapi(app, Limits.of(settings))
     app.add_middleware(
-        BodyLimit, max_bytes=settings.request_body_max_bytes, head=HeadLimits.of(settings)
+        BodyLimit,
+        max_bytes=settings.request_body_max_bytes,
+        head=HeadLimits.of(settings),
+        jsonrpc_paths=(MCP_PATH,),
     )
     return app
 

@@ -48,9 +48,10 @@ class HeadLimits:
         return self.too_large() if size > self.max_bytes else None
 
 
-class _TooLarge(HTTPException):
+class BodyTooLarge(HTTPException):
     """Raised from inside the body stream; FastAPI lets HTTPExceptions through its body parsing,
-    and the app's handler renders it as ``payload_too_large``."""
+    and the app's handler renders it as ``payload_too_large`` (``/mcp``, which reads its body
+    itself, answers it with :func:`jsonrpc_refusal`)."""
 
     def __init__(self, max_bytes: int) -> None:
         super().__init__(413, f"The request body is larger than {max_bytes} bytes.")
@@ -69,11 +70,38 @@ def _unstorable_url(scope: Scope) -> bool:
     return False
 
 
+# JSON-RPC's "Invalid Request": what an MCP client is told when its request is refused whole.
+JSONRPC_INVALID_REQUEST = -32600
+
+
+def jsonrpc_refusal(code: str, message: str) -> dict[str, Any]:
+    """A whole request refused, as a JSON-RPC error: ``id`` null (the request was not read), the
+    sentence as its message and the HTTP API's code as ``data.code``. The official MCP client
+    raises it with that sentence; a bare HTTP error reaches it only as "Server returned an error
+    response"."""
+    return {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": JSONRPC_INVALID_REQUEST, "message": message, "data": {"code": code}},
+    }
+
+
 class BodyLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int, head: HeadLimits | None = None) -> None:
+    """The body and head caps. On ``jsonrpc_paths`` (``/mcp``) a refusal is a JSON-RPC error
+    (:func:`jsonrpc_refusal`) at the same HTTP status; elsewhere it is the HTTP API's error
+    envelope."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int,
+        head: HeadLimits | None = None,
+        jsonrpc_paths: tuple[str, ...] = (),
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.head = head
+        self.jsonrpc_paths = frozenset(jsonrpc_paths)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -82,11 +110,11 @@ class BodyLimit:
         if self.head is not None:
             refused = self.head.check(scope)
             if refused is not None:
-                await self._send_error(send, 431, CODE_TOO_LARGE, refused)
+                await self._send_error(scope, send, 431, CODE_TOO_LARGE, refused)
                 return
         if _unstorable_url(scope):
             await self._send_error(
-                send, 422, "validation_error", "The URL must not contain NUL characters."
+                scope, send, 422, "validation_error", "The URL must not contain NUL characters."
             )
             return
         for name, value in scope.get("headers", []):
@@ -96,7 +124,7 @@ class BodyLimit:
                 except ValueError:
                     declared = 0
                 if declared > self.max_bytes:
-                    await self._too_large(send)
+                    await self._too_large(scope, send)
                     return
         seen = 0
         started = False
@@ -107,7 +135,7 @@ class BodyLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
-                    raise _TooLarge(self.max_bytes)
+                    raise BodyTooLarge(self.max_bytes)
             return message
 
         async def tracking_send(message: Message) -> None:
@@ -118,16 +146,22 @@ class BodyLimit:
 
         try:
             await self.app(scope, limited_receive, tracking_send)
-        except _TooLarge:
+        except BodyTooLarge:
             if not started:
-                await self._too_large(send)
+                await self._too_large(scope, send)
 
-    async def _too_large(self, send: Send) -> None:
+    async def _too_large(self, scope: Scope, send: Send) -> None:
         error = PayloadTooLarge(f"The request body is larger than {self.max_bytes} bytes.")
-        await self._send_error(send, error.status, error.code, error.message)
+        await self._send_error(scope, send, error.status, error.code, error.message)
 
-    async def _send_error(self, send: Send, status: int, code: str, message: str) -> None:
-        body: dict[str, Any] = {"error": {"code": code, "message": message}}
+    async def _send_error(
+        self, scope: Scope, send: Send, status: int, code: str, message: str
+    ) -> None:
+        body: dict[str, Any]
+        if scope.get("path") in self.jsonrpc_paths:
+            body = jsonrpc_refusal(code, message)
+        else:
+            body = {"error": {"code": code, "message": message}}
         raw = json.dumps(body).encode()
         await send(
             {

@@ -32,21 +32,24 @@ from mcp_types import (
     CLIENT_INFO_META_KEY,
 )
 from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
 from starlette.types import Message, Receive, Scope, Send
 
 from inbots.api.errors import envelope, error_response
+from inbots.api.limits import BodyTooLarge, jsonrpc_refusal
 from inbots.auth import service as auth
 from inbots.auth.service import Caller
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.dispatch.effects import Dispatch
-from inbots.errors import Forbidden, InbotsError, Unauthorized
+from inbots.errors import Forbidden, InbotsError, PayloadTooLarge, Unauthorized
 from inbots.kit.ids import new_id
 from inbots.limits import Limits
 from inbots.mcp.backends import Backend
 from inbots.mcp.local import LocalBackend
 from inbots.mcp.server import build_server
 
+MCP_PATH = "/mcp"
 MCP_SESSION_HEADER = "mcp-session-id"
 CALLER = "inbots.caller"
 """The ASGI scope key holding the authenticated :class:`~inbots.auth.service.Caller`."""
@@ -111,11 +114,16 @@ class McpEndpoint:
         headers = Headers(scope=scope)
         received: list[Message] = []
         if scope["method"] == "POST":
-            while True:  # the body is capped by the BodyLimit middleware
-                message = await receive()
-                received.append(message)
-                if message["type"] != "http.request" or not message.get("more_body", False):
-                    break
+            try:
+                while True:  # the body is capped by the BodyLimit middleware
+                    message = await receive()
+                    received.append(message)
+                    if message["type"] != "http.request" or not message.get("more_body", False):
+                        break
+            except BodyTooLarge as too_large:  # a body without Content-Length, over the cap
+                refusal = jsonrpc_refusal(PayloadTooLarge.code, str(too_large.detail))
+                await JSONResponse(refusal, status_code=too_large.status_code)(scope, receive, send)
+                return
         method, client = _client_of(b"".join(m.get("body", b"") for m in received))
         mcp_key = headers.get(MCP_SESSION_HEADER)
         minted = None
