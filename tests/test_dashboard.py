@@ -563,6 +563,39 @@ def test_post_without_the_csrf_token_is_refused_and_changes_nothing(
         assert api.ok("GET", f"/threads/{thread['id']}")["status"] == "closed"
 
 
+def test_a_form_over_the_body_limit_shows_an_error_page_and_changes_nothing(
+    signed_in: Dashboard, api: Api
+) -> None:
+    """A reply of more than 64 KiB (typed into the form past its own checks) is refused before
+    it is read, as every request is, and the browser shows the dashboard's error page saying so
+    rather than the API's JSON; the API still answers JSON."""
+    opener = api.agent("opener")
+    thread = opener.open_thread("Short replies only", ["operator"])
+    opener.send(thread["id"], "Anything to add?")
+    signed_in.go(f"/threads/{thread['id']}")
+    signed_in.wait_for("#f-body")
+    signed_in.driver.execute_script(
+        "const f = document.getElementById('f-body'); f.removeAttribute('maxlength');"
+        "f.value = 'x'.repeat(70000);"
+    )
+    signed_in.act("#send", lambda button: button.click())
+    signed_in.wait(lambda: "Too large" in signed_in.find("main h1").text, what="the error page")
+    message = signed_in.find("#error-message").text
+    assert "larger than 65536 bytes" in message and "Nothing was changed" in message
+    assert "nav-inbox" in signed_in.driver.page_source  # the dashboard's page, signed in
+    signed_in.shot("too-large")
+    history = opener.ok("GET", f"/threads/{thread['id']}/messages")["items"]
+    assert [m["sender"] for m in history] == ["opener"]
+
+    refused = httpx.post(
+        f"{api.base_url}/v1/threads/{thread['id']}/messages",
+        headers={"Authorization": f"Bearer {opener.token}", "Accept": "text/html"},
+        content=b"x" * 70_000,
+    )
+    assert refused.status_code == 413
+    assert refused.json()["error"]["code"] == "payload_too_large"
+
+
 def test_revoking_the_operator_token_ends_the_session(dash: Dashboard, api: Api) -> None:
     laptop = api.ok("POST", "/tokens", 201, json={"label": "laptop"})
     dash.sign_in(laptop["token"])

@@ -102,6 +102,7 @@ def create_app(
         max_bytes=settings.request_body_max_bytes,
         head=HeadLimits.of(settings),
         jsonrpc_paths=(MCP_PATH,),
+        html_page=dashboard.too_large_page,
     )
     return app
 

@@ -8,10 +8,14 @@ held in memory; this check gives the same answer behind any other ASGI server.""
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi import HTTPException
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from inbots.config import Settings
@@ -86,10 +90,29 @@ def jsonrpc_refusal(code: str, message: str) -> dict[str, Any]:
     }
 
 
+# The page a browser is shown for a refused body: given the request and the sentence.
+HtmlPage = Callable[[Request, str], Awaitable[Response]]
+
+
+def _from_a_browser(scope: Scope) -> bool:
+    """A page's request (a dashboard form): it accepts HTML and is not for the API."""
+    path = scope.get("path", "")
+    if path == "/v1" or path.startswith("/v1/"):
+        return False
+    accept = Headers(scope=scope).get("accept", "")
+    return "text/html" in accept
+
+
+async def _no_body() -> Message:
+    """The receive channel of an answer given without reading the request (it is not read)."""
+    return {"type": "http.disconnect"}
+
+
 class BodyLimit:
     """The body and head caps. On ``jsonrpc_paths`` (``/mcp``) a refusal is a JSON-RPC error
-    (:func:`jsonrpc_refusal`) at the same HTTP status; elsewhere it is the HTTP API's error
-    envelope."""
+    (:func:`jsonrpc_refusal`) at the same HTTP status; a body refused to a browser (it accepts
+    ``text/html``, outside ``/v1``: a dashboard form) is ``html_page``'s answer; anything else
+    gets the HTTP API's error envelope."""
 
     def __init__(
         self,
@@ -97,11 +120,13 @@ class BodyLimit:
         max_bytes: int,
         head: HeadLimits | None = None,
         jsonrpc_paths: tuple[str, ...] = (),
+        html_page: HtmlPage | None = None,
     ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.head = head
         self.jsonrpc_paths = frozenset(jsonrpc_paths)
+        self.html_page = html_page
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -152,6 +177,10 @@ class BodyLimit:
 
     async def _too_large(self, scope: Scope, send: Send) -> None:
         error = PayloadTooLarge(f"The request body is larger than {self.max_bytes} bytes.")
+        if self.html_page is not None and _from_a_browser(scope):
+            page = await self.html_page(Request(scope), error.message)
+            await page(scope, _no_body, send)
+            return
         await self._send_error(scope, send, error.status, error.code, error.message)
 
     async def _send_error(

@@ -19,10 +19,11 @@ from inbots.dashboard.routes import (
     on_csrf_rejected,
     on_login_required,
     router,
+    too_large_page,
 )
 from inbots.dashboard.session import Sessions, signing_key
 
-__all__ = ["install"]
+__all__ = ["install", "too_large_page"]
 
 log = logging.getLogger(__name__)
 

@@ -925,6 +925,21 @@ async def on_login_required(request: Request, exc: Exception) -> Response:
     return _redirect(request, target, session)
 
 
+async def too_large_page(request: Request, message: str) -> Response:
+    """A form larger than the request body limit (refused before it was read): the dashboard's
+    error page, as a browser should show it, rather than the API's JSON."""
+    session = sessions_of(request).load(request) or Session(dirty=False)
+    return _render(
+        request,
+        session,
+        "error.html",
+        http_status=413,
+        title="Too large to send",
+        error=None,
+        message=f"{message} Nothing was changed: go back, shorten what you typed and send again.",
+    )
+
+
 async def on_csrf_rejected(request: Request, exc: Exception) -> Response:
     session = sessions_of(request).load(request) or Session(dirty=False)
     return _render(
