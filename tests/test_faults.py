@@ -68,15 +68,17 @@ def steps(detail: dict[str, Any]) -> list[tuple[int, int, str, str, int | None]]
 
 
 # A retry 3 s away (so a worker can be killed while it holds the countdown), a 3 s timeout (so
-# it can be killed while a request hangs), and a publish-lost window just over the whole retry
+# it can be killed while a request hangs), and a publish-lost window over the whole retry
 # sequence (3 × 1.2 + 2 × 3 = 9.6 s), swept every second by a real beat. A killed attempt's
-# claim runs out 6 s after it was taken (timeout + 3 s).
+# claim runs out 6 s after it was taken (timeout + 3 s). The window also covers the new
+# worker's start-up, which a loaded machine once stretched near 10 s: the job published while
+# no worker ran must reach it before the sweep takes that job for lost.
 KILL = {
     **FAST,
     "retry_schedule": "3",
     "webhook_timeout_seconds": 3.0,
     "webhook_claim_margin_seconds": 3.0,
-    "publish_lost_seconds": 10.0,
+    "publish_lost_seconds": 14.0,
     "renotify_interval_seconds": 1.0,
 }
 
@@ -128,6 +130,10 @@ def test_a_worker_killed_mid_delivery_loses_nothing(api: Api, celery: CeleryHarn
 
             celery.worker()
             healthy_detail = wait_state(api, ids["healthy"], "notified", 10, celery)
+            assert steps(healthy_detail) == [(1, 1, "publish", "ok", 200)], (
+                f"the broker's job, not the sweep, notified it: worker back after "
+                f"{time.monotonic() - killed_at:.1f} s"
+            )
             flaky_detail = wait_state(api, ids["flaky"], "notified", 25, celery)
             # The hung attempt's claim (timeout + 3 s) must run out before it is tried again.
             hanging_detail = wait_state(api, ids["hanging"], "notified", 30, celery)
