@@ -925,32 +925,31 @@ async def on_login_required(request: Request, exc: Exception) -> Response:
     return _redirect(request, target, session)
 
 
+def _refusal_page(request: Request, status: int, title: str, message: str) -> Response:
+    """A form refused before any service saw it: the error page, with the session the cookie
+    names (if any) for the top bar."""
+    session = sessions_of(request).load(request) or Session(dirty=False)
+    return _render(
+        request, session, "error.html", http_status=status, title=title, error=None, message=message
+    )
+
+
 async def too_large_page(request: Request, message: str) -> Response:
     """A form larger than the request body limit (refused before it was read): the dashboard's
     error page, as a browser should show it, rather than the API's JSON."""
-    session = sessions_of(request).load(request) or Session(dirty=False)
-    return _render(
+    return _refusal_page(
         request,
-        session,
-        "error.html",
-        http_status=413,
-        title="Too large to send",
-        error=None,
-        message=f"{message} Nothing was changed: go back, shorten what you typed and send again.",
+        413,
+        "Too large to send",
+        f"{message} Nothing was changed: go back, shorten what you typed and send again.",
     )
 
 
 async def on_csrf_rejected(request: Request, exc: Exception) -> Response:
-    session = sessions_of(request).load(request) or Session(dirty=False)
-    return _render(
+    return _refusal_page(
         request,
-        session,
-        "error.html",
-        http_status=403,
-        title="Form rejected",
-        error=None,
-        message=(
-            "This form was stale or did not come from this dashboard, so nothing was changed. "
-            "Reload the page and try again."
-        ),
+        403,
+        "Form rejected",
+        "This form was stale or did not come from this dashboard, so nothing was changed. "
+        "Reload the page and try again.",
     )
