@@ -342,6 +342,22 @@ def test_reject_without_a_reason_and_with_a_bad_body(api: Api) -> None:
     assert decided["state"] == "rejected" and decided["reason"] is None
 
 
+def test_approve_refuses_a_bad_body_and_answers_its_reason(api: Api) -> None:
+    """Approve takes the same ``{reason?}`` as reject: an unknown field, a body that is not
+    JSON or an overlong reason is refused and nothing is decided; a reason is answered back."""
+    _, _, _, sent = held_send(api)
+    message_id = sent["message"]["id"]
+    url = f"/approvals/{message_id}/approve"
+    assert_error(api.post(url, json={"bogus": 1}), 422, "unknown_field")
+    not_json = api.post(url, content=b"not json", headers={"Content-Type": "application/json"})
+    assert_error(not_json, 422, "invalid_json")
+    assert_error(api.post(url, json={"reason": "x" * 1001}), 422, "validation_error", "reason")
+    assert len(api.ok("GET", "/approvals")["items"]) == 1  # nothing changed
+    decided = api.ok("POST", url, json={"reason": "  Fine for Friday.  "})
+    assert decided["state"] == "approved" and decided["reason"] == "Fine for Friday."
+    assert api.ok("GET", "/approvals")["items"] == []
+
+
 # Not found, not held.
 
 

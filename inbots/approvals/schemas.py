@@ -59,11 +59,13 @@ class ApprovalList(BaseModel):
     items: list[ApprovalItem]
 
 
-class RejectRequest(Request):
+class DecisionRequest(Request):
+    """``POST /v1/approvals/{id}/approve|reject``: the operator's optional reason."""
+
     reason: str | None = Field(
         default=None,
-        description="Why (told to the sender in its outbox and message.rejected), at most "
-        "{note_max} characters.",
+        description="Why, at most {note_max} characters. A rejection's reason is told to the "
+        "sender (its outbox and message.rejected); an approval's is answered back, not stored.",
     )
 
 

@@ -31,9 +31,9 @@ from inbots.approvals.schemas import (
     ApprovalItem,
     ApprovalList,
     ApprovalRulesRead,
+    DecisionRequest,
     PolicyRead,
     PolicyUpdate,
-    RejectRequest,
 )
 from inbots.auth.service import Caller
 from inbots.db.uow import UnitOfWork, reads
@@ -245,11 +245,15 @@ def _decision(
     )
 
 
-def approve(uow: UnitOfWork, caller: Caller, message_id: str) -> ApprovalDecision:
+def approve(
+    uow: UnitOfWork, caller: Caller, message_id: str, request: DecisionRequest | None = None
+) -> ApprovalDecision:
     """Approve a held message (operator only): its deliveries flow as a send would have made them
     flow at this moment (published to webhooks that receive message.created, long-polls woken,
     the stall clock started). Deliveries that expired or whose thread closed meanwhile are only
-    stamped. 404: no such message; 409 ``not_held``: it is not waiting for a decision."""
+    stamped. The optional reason is checked and answered back, not stored. 404: no such
+    message; 409 ``not_held``: it is not waiting for a decision."""
+    reason = _reason(uow, request)
     message, sender = _held(uow, caller, message_id)
     now = utcnow()
     message.approval = APPROVED
@@ -294,16 +298,12 @@ def approve(uow: UnitOfWork, caller: Caller, message_id: str) -> ApprovalDecisio
     uow.session.flush()
     uow.wake(woken)
     uow.enqueue(*jobs)
-    return _decision(uow, message, sender.username, now, None, None)
+    return _decision(uow, message, sender.username, now, None, reason)
 
 
-def reject(
-    uow: UnitOfWork, caller: Caller, message_id: str, request: RejectRequest
-) -> ApprovalDecision:
-    """Reject a held message (operator only), with an optional reason: it never reaches its
-    recipients; its sender's receipts read ``rejected`` (with the reason) and it is told with a
-    ``message.rejected`` event. 404: no such message; 409 ``not_held``: not waiting."""
-    reason = request.reason
+def _reason(uow: UnitOfWork, request: DecisionRequest | None) -> str | None:
+    """A decision's reason, trimmed (blank is none), at most ``note_max`` characters."""
+    reason = request.reason if request is not None else None
     if reason is not None:
         reason = reason.strip() or None
     if reason is not None and len(reason) > uow.settings.note_max:
@@ -311,6 +311,16 @@ def reject(
             f"reason must be at most {uow.settings.note_max} characters (got {len(reason)}).",
             field="reason",
         )
+    return reason
+
+
+def reject(
+    uow: UnitOfWork, caller: Caller, message_id: str, request: DecisionRequest | None = None
+) -> ApprovalDecision:
+    """Reject a held message (operator only), with an optional reason: it never reaches its
+    recipients; its sender's receipts read ``rejected`` (with the reason) and it is told with a
+    ``message.rejected`` event. 404: no such message; 409 ``not_held``: not waiting."""
+    reason = _reason(uow, request)
     message, sender = _held(uow, caller, message_id)
     now = utcnow()
     message.approval = REJECTED

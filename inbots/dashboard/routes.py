@@ -28,7 +28,7 @@ from inbots.agents import service as agents_service
 from inbots.agents.schemas import AgentCreate
 from inbots.api.errors import envelope
 from inbots.approvals import service as approvals
-from inbots.approvals.schemas import RejectRequest
+from inbots.approvals.schemas import DecisionRequest
 from inbots.auth import sessions as auth_sessions
 from inbots.auth.service import Caller
 from inbots.auth.throttle import SCOPE_ADDRESS, Held
@@ -581,7 +581,7 @@ def approval_reject(
 ) -> Response:
     """``POST /v1/approvals/{id}/reject`` with the reason typed (optional)."""
     try:
-        rejection = _request(RejectRequest, reason=_optional(reason))
+        rejection = _request(DecisionRequest, reason=_optional(reason))
     except InbotsError as exc:  # a reason that cannot be stored: said, nothing changed
         session = _form_session(request, csrf)
         session.say("error", exc.message)

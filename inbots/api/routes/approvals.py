@@ -9,9 +9,9 @@ from inbots.approvals import service
 from inbots.approvals.schemas import (
     ApprovalDecision,
     ApprovalList,
+    DecisionRequest,
     PolicyRead,
     PolicyUpdate,
-    RejectRequest,
 )
 
 router = APIRouter(tags=["approvals"], route_class=AuthFirstRoute)
@@ -37,15 +37,18 @@ def list_approvals(ctx: OperatorCtx) -> ApprovalList:
 
 
 @router.post("/approvals/{message_id}/approve", response_model=ApprovalDecision)
-def approve(ctx: OperatorCtx, message_id: str) -> ApprovalDecision:
-    """Approve a held message: its recipients get it now, as if it had just been sent."""
-    return ctx.run(service.approve, message_id)
+def approve(
+    ctx: OperatorCtx, message_id: str, body: DecisionRequest | None = None
+) -> ApprovalDecision:
+    """Approve a held message, with an optional reason (answered back, not stored): its
+    recipients get it now, as if it had just been sent."""
+    return ctx.run(service.approve, message_id, body)
 
 
 @router.post("/approvals/{message_id}/reject", response_model=ApprovalDecision)
 def reject(
-    ctx: OperatorCtx, message_id: str, body: RejectRequest | None = None
+    ctx: OperatorCtx, message_id: str, body: DecisionRequest | None = None
 ) -> ApprovalDecision:
     """Reject a held message, with an optional reason: it never reaches its recipients; its
     sender sees ``rejected`` in its receipts and gets a ``message.rejected`` event."""
-    return ctx.run(service.reject, message_id, body or RejectRequest())
+    return ctx.run(service.reject, message_id, body)
