@@ -20,6 +20,12 @@ from inbots.kit.tokens import OPERATOR_TOKEN_PREFIX, looks_like, weakness
 
 PositiveSeconds = Annotated[float, Field(gt=0)]
 
+# The largest a number setting may be (infinity and NaN are refused outright): a duration is
+# added to timestamps, so at most ten years; a count goes into an integer column or a loop.
+LONGEST_SECONDS = 10 * 365 * 86_400
+LONGEST_DAYS = 10 * 365
+LARGEST_COUNT = 2**31 - 1
+
 # An in-flight slot (a lease) outlives the attempt timeout by this much: name resolution and
 # signing happen inside the slot too, before the request's own timeout starts.
 LEASE_MARGIN_SECONDS = 2.0
@@ -38,6 +44,7 @@ class Settings(BaseSettings):
         env_file_encoding="utf-8",
         extra="ignore",
         validate_default=True,
+        allow_inf_nan=False,
     )
 
     # Where things run.
@@ -218,6 +225,25 @@ class Settings(BaseSettings):
                 " or leave it unset and use the token Inbots prints"
             )
         return value
+
+    @model_validator(mode="after")
+    def _check_ceilings(self) -> Settings:
+        # A value past these would overflow a timestamp or a column on first use (a 500, or a
+        # crash at start-up): refused here with the setting's name instead.
+        for name, value in self:
+            if isinstance(value, bool) or not isinstance(value, int | float | tuple):
+                continue
+            ceiling: float = LARGEST_COUNT
+            if name.endswith("_seconds") or name == "retry_schedule":
+                ceiling = LONGEST_SECONDS
+            elif name.endswith("_days"):
+                ceiling = LONGEST_DAYS
+            values = value if isinstance(value, tuple) else (value,)
+            if any(isinstance(v, int | float) and v > ceiling for v in values):
+                what = " seconds (ten years)" if ceiling == LONGEST_SECONDS else ""
+                what = " days (ten years)" if ceiling == LONGEST_DAYS else what
+                raise ValueError(f"{name}: must be at most {ceiling:,}{what} (got {max(values):g})")
+        return self
 
     @model_validator(mode="after")
     def _check_relations(self) -> Settings:

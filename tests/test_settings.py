@@ -43,6 +43,7 @@ BAD_SETTINGS = [
     ("INBOTS_DATABASE_URL", "mysql://user@localhost/inbots"),
     ("INBOTS_BROKER_URL", "http://nope"),  # once accepted, then a crash after the token
     ("INBOTS_HOST", " "),
+    ("INBOTS_RETENTION_DAYS", "inf"),  # once passed inbots check, then crashed serve
 ]
 
 
@@ -139,6 +140,37 @@ def test_load_settings_names_the_bad_setting(
         load_settings()
     assert "INBOTS_STALL_SECONDS" in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "said"),
+    [
+        ("INBOTS_RETENTION_DAYS", "inf", "finite"),
+        ("INBOTS_STALL_SECONDS", "nan", "finite"),
+        ("INBOTS_RETENTION_DAYS", "3651", "at most 3,650 days"),
+        ("INBOTS_TTL_MAX_SECONDS", "99999999999999", "at most 315,360,000 seconds"),
+        ("INBOTS_RETRY_SCHEDULE", "1,1e20", "at most 315,360,000 seconds"),
+        ("INBOTS_LIST_MAX", "99999999999", "at most 2,147,483,647"),
+    ],
+)
+def test_numbers_past_what_a_timestamp_or_column_holds_are_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str, value: str, said: str
+) -> None:
+    """Infinity, NaN and values no timestamp or integer column can take stop start-up naming
+    the setting (a TTL ceiling of 10^14 s once passed, and a send with that TTL was a 500); the
+    ceiling itself is accepted."""
+    monkeypatch.chdir(tmp_path)
+    for key in [k for k in os.environ if k.startswith("INBOTS_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    assert str(caught.value).startswith(f"bad setting {name}: "), str(caught.value)
+    assert said in str(caught.value)
+    monkeypatch.delenv(name)
+    monkeypatch.setenv("INBOTS_TTL_MAX_SECONDS", "315360000")
+    monkeypatch.setenv("INBOTS_RETENTION_DAYS", "3650")
+    assert load_settings().ttl_max_seconds == 315_360_000
 
 
 WEAK_TOKENS = [
