@@ -325,6 +325,52 @@ def test_a_rejection_is_never_shown_and_the_sender_is_told(api: Api) -> None:
     assert detail["state"] == "rejected" and detail["publish_count"] == 0
 
 
+def test_a_polling_sender_is_told_of_a_rejection_in_its_long_poll(api: Api) -> None:
+    """A sender without a webhook learns of the rejection where it learns of acknowledgements:
+    ``GET /v1/inbox/wait?events=receipts`` answers at once with a ``rejected`` receipt per
+    recipient (the operator's reason with it), once; MCP ``wait_for_mail`` the same."""
+    api.ok("PUT", "/policy", json=HOLD_TASKS)
+    alice = api.agent("alice")
+    api.agent("bob")
+    api.agent("carol")
+    thread = alice.open_thread("Two of them", ["bob", "carol"])["id"]
+    sent = alice.send(thread, "Drop the tables", kind="task", summary="Drop")
+    message_id = sent["message"]["id"]
+    quiet = alice.ok("GET", "/inbox/wait", params={"timeout": "1", "events": "receipts"})
+    assert quiet["receipts"] == []  # held: nothing to say yet
+    api.ok("POST", f"/approvals/{message_id}/reject", json={"reason": "Not today"})
+
+    started = time.monotonic()
+    told = alice.ok("GET", "/inbox/wait", params={"timeout": "10", "events": "receipts"})
+    assert time.monotonic() - started < 2.0, "a rejection waiting ends the wait at once"
+    receipts = told["receipts"]
+    assert sorted(r["recipient"] for r in receipts) == ["bob", "carol"]
+    assert {r["delivery_id"] for r in receipts} == {d["id"] for d in sent["deliveries"]}
+    for receipt in receipts:
+        assert receipt["message_id"] == message_id and receipt["thread_id"] == thread
+        assert receipt["state"] == "rejected" and receipt["rejection_reason"] == "Not today"
+        assert receipt["rejected_at"].endswith("Z")
+    assert len({r["event_id"] for r in receipts}) == 1  # one event for the message
+    again = alice.ok("GET", "/inbox/wait", params={"timeout": "1", "events": "receipts"})
+    assert again["receipts"] == []  # shown once
+
+    second = alice.send(thread, "Drop the views", kind="task", summary="Views")["message"]["id"]
+    api.ok("POST", f"/approvals/{second}/reject")
+
+    async def over_mcp() -> dict[str, Any]:
+        async with over_http(api.base_url, alice.token) as tools:
+            result: dict[str, Any] = await tools.ok(
+                "wait_for_mail", timeout_seconds=5, include_receipts=True
+            )
+            return result
+
+    waited = run(over_mcp)
+    assert [(r["message_id"], r["state"]) for r in waited["receipts"]] == [
+        (second, "rejected"),
+        (second, "rejected"),
+    ]
+
+
 def test_reject_without_a_reason_and_with_a_bad_body(api: Api) -> None:
     _, _, _, sent = held_send(api)
     message_id = sent["message"]["id"]

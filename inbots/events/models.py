@@ -12,7 +12,10 @@ _REPUBLISH = (
     "publish_count > 0 AND notified_at IS NULL AND failed_at IS NULL"
     " AND thread_closed_at IS NULL AND parked_key IS NULL"
 )
-_UNSHOWN = "type = 'message.acknowledged' AND shown_at IS NULL AND thread_closed_at IS NULL"
+# The receipts a sender's long-poll shows (inbots.events.service._unshown spells the type test
+# the same way, so that the planners match it): acknowledgements and rejections.
+RECEIPT_TYPES_SQL = "type IN ('message.acknowledged', 'message.rejected')"
+_UNSHOWN = f"{RECEIPT_TYPES_SQL} AND shown_at IS NULL AND thread_closed_at IS NULL"
 
 
 class Event(Base):

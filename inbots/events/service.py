@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, insert, literal, or_, select, update
-from sqlalchemy.orm import aliased
+from sqlalchemy import ColumnElement, and_, insert, or_, select, text, update
 
 from inbots.agents.models import Agent
 from inbots.auth.service import Caller
@@ -28,7 +27,7 @@ from inbots.deliveries.receipts import receipt_fields
 from inbots.deliveries.schemas import AttemptRead, ReceiptEvent
 from inbots.dispatch.jobs import Job
 from inbots.errors import Invalid, not_found
-from inbots.events.models import Event
+from inbots.events.models import RECEIPT_TYPES_SQL, Event
 from inbots.events.schemas import EVENT_STATES, EventDetail, EventPage, EventRead
 from inbots.kit.clock import utcnow
 from inbots.kit.ids import new_id
@@ -224,11 +223,12 @@ def thread_closed(uow: UnitOfWork, thread_id: str, now: datetime) -> None:
 
 
 def _unshown(caller: Caller) -> list[ColumnElement[bool]]:
-    """Receipts the caller has not been shown (matches ``ix_events_unshown``; the type is inlined
-    so the planners can match the partial index's predicate)."""
+    """Receipts the caller has not been shown: acknowledgements of its messages and rejections
+    of its held ones (matches ``ix_events_unshown``; the type test is the index's own text, so
+    the planners can match the partial index's predicate)."""
     return [
         Event.recipient_id == caller.agent_id,
-        Event.type == literal(MESSAGE_ACKNOWLEDGED, literal_execute=True),
+        text(f"events.{RECEIPT_TYPES_SQL}"),
         Event.shown_at.is_(None),
         Event.thread_closed_at.is_(None),
     ]
@@ -236,8 +236,8 @@ def _unshown(caller: Caller) -> list[ColumnElement[bool]]:
 
 @reads
 def has_unshown_receipts(uow: UnitOfWork, caller: Caller) -> bool:
-    """Whether a recipient acknowledged one of the caller's messages since it was last shown
-    receipts (the long-poll's trigger with ``events=receipts``)."""
+    """Whether a recipient acknowledged one of the caller's messages, or the operator rejected
+    one, since it was last shown receipts (the long-poll's trigger with ``events=receipts``)."""
     found = uow.session.scalar(select(Event.id).where(*_unshown(caller)).limit(1))
     return found is not None
 
@@ -245,32 +245,48 @@ def has_unshown_receipts(uow: UnitOfWork, caller: Caller) -> bool:
 @mostly_reads
 def show_receipts(uow: UnitOfWork, caller: Caller) -> list[ReceiptEvent]:
     """The receipts of the caller's messages it has not been shown, oldest first (at most a
-    listing's default), each with the delivery's current state; stamps them shown."""
-    actor = aliased(Agent)
-    rows = uow.session.execute(
-        select(Event, Delivery, actor.username)
-        .join(Delivery, Delivery.id == Event.delivery_id)
-        .join(actor, actor.id == Event.actor_id)
-        .where(*_unshown(caller))
-        .order_by(Event.id)
-        .limit(uow.settings.list_default)
+    listing's default of events), each with the delivery's current state; stamps them shown.
+    An acknowledgement is its delivery's receipt; a rejection (one event for the message) is
+    the receipt of each of the message's deliveries, ``rejected`` with the operator's reason."""
+    events = uow.session.scalars(
+        select(Event).where(*_unshown(caller)).order_by(Event.id).limit(uow.settings.list_default)
     ).all()
-    if rows:
-        uow.session.execute(
-            update(Event)
-            .where(Event.id.in_([event.id for event, _, _ in rows]), Event.shown_at.is_(None))
-            .values(shown_at=utcnow())
-            .execution_options(synchronize_session=False)
+    if not events:
+        return []
+    uow.session.execute(
+        update(Event)
+        .where(Event.id.in_([event.id for event in events]), Event.shown_at.is_(None))
+        .values(shown_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
+    by_delivery = [e.delivery_id for e in events if e.delivery_id]
+    by_message = [e.message_id for e in events if not e.delivery_id and e.message_id]
+    found = uow.session.execute(
+        select(Delivery, Agent.username)
+        .join(Agent, Agent.id == Delivery.recipient_id)
+        .where(Delivery.id.in_(by_delivery) | Delivery.message_id.in_(by_message))
+        .order_by(Delivery.id)
+    ).all()
+    of_delivery = {delivery.id: (delivery, name) for delivery, name in found}
+    of_message: dict[str, list[tuple[Delivery, str]]] = {}
+    for delivery, name in found:
+        of_message.setdefault(delivery.message_id, []).append((delivery, name))
+    receipts: list[ReceiptEvent] = []
+    for event in events:
+        if event.delivery_id:
+            told = [of_delivery[event.delivery_id]] if event.delivery_id in of_delivery else []
+        else:
+            told = of_message.get(event.message_id or "", [])
+        receipts.extend(
+            ReceiptEvent(
+                **receipt_fields(delivery, name),
+                event_id=event.id,
+                message_id=event.message_id or delivery.message_id,
+                thread_id=event.thread_id,
+            )
+            for delivery, name in told
         )
-    return [
-        ReceiptEvent(
-            **receipt_fields(delivery, username),
-            event_id=event.id,
-            message_id=event.message_id or delivery.message_id,
-            thread_id=event.thread_id,
-        )
-        for event, delivery, username in rows
-    ]
+    return receipts
 
 
 # The operator's view.
