@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -15,6 +16,7 @@ from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.deliveries.renotify import expire
 from tests.helpers import Api
+from tests.mcp_client import over_bridge, over_http, run, text_of
 from tests.receivers import always, receiver
 
 # Short-lived mail for tests: the minimum lowered, the sweep every 0.2 s (no rate limit).
@@ -120,6 +122,60 @@ def test_a_shown_delivery_expires_too_and_keeps_its_state(api: Api) -> None:
     assert bob.inbox()["waiting"] == 0
     assert api.ok("GET", "/agents/bob")["unread"] == 0  # the directory agrees with the inbox
     assert bob.get(f"/messages/{sent['message']['id']}").status_code == 410
+
+
+@pytest.mark.parametrize("settings_overrides", [SHORT])
+def test_expired_mail_is_no_longer_the_recipients_anywhere(api: Api) -> None:
+    """Once expired, the mail is out of the recipient's reach everywhere a read of it is 410:
+    its thread's history and search leave it out (nothing is stamped fetched), and received,
+    working and acknowledging it are refused (``410 expired``, or ``expired`` in a batch's
+    answer) without a stamp, so it stays ``expired`` and its sender gets no receipt. The
+    sender still sees it, and so does the operator."""
+    alice = api.agent("alice")
+    bob = api.agent("bob")
+    thread = alice.open_thread("Going stale", ["bob"])["id"]
+    short = alice.send(thread, "zanzibar grows stale", ttl_seconds=1)
+    kept = alice.send(thread, "zanzibar kept")
+    message, delivery = short["message"]["id"], short["deliveries"][0]["id"]
+    eventually(lambda: api.delivery(delivery)["state"] == "expired", 8.0, "the expiry")
+
+    history = bob.ok("GET", f"/threads/{thread}/messages")["items"]
+    assert [m["id"] for m in history] == [kept["message"]["id"]]
+    since = bob.ok("GET", f"/threads/{thread}/messages", params={"since": "2000-01-01T00:00:00Z"})
+    assert [m["id"] for m in since["items"]] == [kept["message"]["id"]]
+    hits = bob.ok("GET", "/search", params={"q": "zanzibar"})["items"]
+    assert [h["message_id"] for h in hits] == [kept["message"]["id"]]
+
+    for path in (f"/deliveries/{delivery}/received", f"/deliveries/{delivery}/working"):
+        refused = bob.post(path, json={} if path.endswith("working") else None)
+        assert refused.status_code == 410, (path, refused.text)
+        assert refused.json()["error"]["code"] == "expired"
+        assert "no longer yours" in refused.json()["error"]["message"]
+
+    for connect in (over_http, over_bridge):  # /mcp, and inbots mcp's bridge over HTTP
+
+        async def mark_working(connect: Any = connect) -> tuple[dict[str, Any], str]:
+            async with connect(api.base_url, bob.token) as tools:
+                result = await tools.call("mark_working", ids=[delivery, message])
+                assert not result.is_error, text_of(result)
+                assert isinstance(result.structured_content, dict)
+                return result.structured_content, text_of(result)
+
+        batch, said = run(mark_working)  # the batch heartbeat (MCP): answered per id
+        assert batch["expired"] == [delivery, message] and batch["working"] == [], connect
+        assert "Expired unacknowledged, no longer yours" in said
+    acks = bob.ok("POST", "/acks", json={"ids": [message, kept["message"]["id"]]})
+    assert acks["expired"] == [message] and acks["acknowledged"] == [kept["message"]["id"]]
+
+    seen = api.delivery(delivery)
+    assert seen["state"] == "expired"
+    assert all(seen[stamp] is None for stamp in ("fetched_at", "working_at", "acknowledged_at"))
+    receipts = alice.ok("GET", "/inbox/wait", params={"timeout": "1", "events": "receipts"})
+    assert [r["message_id"] for r in receipts["receipts"]] == [kept["message"]["id"]]
+    # The sender and the operator still read the whole thread.
+    assert len(alice.ok("GET", f"/threads/{thread}/messages")["items"]) == 2
+    assert len(api.ok("GET", f"/threads/{thread}/messages")["items"]) == 2
+    assert api.delivery(delivery)["state"] == "expired"  # the operator's read stamps nothing
 
 
 @pytest.mark.parametrize("settings_overrides", [SHORT])

@@ -249,8 +249,9 @@ def acked(result: Json) -> Text:
             ("acknowledged", "acknowledged"),
             ("already", "already acknowledged"),
             ("not_found", "not found"),
+            ("expired", "expired (no longer yours)"),
         )
-        if result[key]
+        if result.get(key)
     ]
     return Text("; ".join(parts) or "Nothing to acknowledge.")
 

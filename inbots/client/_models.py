@@ -273,6 +273,7 @@ class AckResult(Model):
     acknowledged: list[str]
     already: list[str]
     not_found: list[str]
+    expired: list[str] = []  # expired unacknowledged before the call: not acknowledged
 
 
 # The outbox and search (Inbots 1.1)

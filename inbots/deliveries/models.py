@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -10,6 +11,7 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
+    exists,
     or_,
     text,
 )
@@ -206,6 +208,17 @@ class Delivery(Base):
     def released(cls) -> ColumnElement[bool]:
         """SQL: not held by the approval gate (never held, or approved); see ``RELEASED``."""
         return or_(cls.held_at.is_(None), cls.approved_at.is_not(None))
+
+    @classmethod
+    def expired_for(cls, recipient_id: str, message_id: Any) -> ColumnElement[bool]:
+        """SQL: ``recipient_id``'s copy of the message (``message_id``, a column or a value)
+        expired unacknowledged: the message is no longer the recipient's to read or act on
+        (``GET /v1/messages/{id}`` answers it ``410 expired``)."""
+        return exists().where(
+            cls.message_id == message_id,
+            cls.recipient_id == recipient_id,
+            cls.expired_at.is_not(None),
+        )
 
     @classmethod
     def in_inbox(cls) -> list[ColumnElement[bool]]:

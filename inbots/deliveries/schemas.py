@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field
 
 from inbots.kit.schema import Model, Request, Timestamp, choice
@@ -152,15 +154,28 @@ class WorkingRequest(Request):
     )
 
 
+def _expired_field() -> Any:
+    """``expired``: ids whose mail expired unacknowledged (its message's ttl_seconds passed), no
+    longer the caller's. Written only when it holds an id, so every answer that meets no
+    expired mail keeps the shape it had before expiry existed."""
+    return Field(
+        default_factory=list,
+        exclude_if=lambda ids: not ids,
+        description="Ids whose mail expired unacknowledged: no longer yours (only when any).",
+    )
+
+
 class WorkingResult(BaseModel):
     """``mark_working``: each id's delivery as it stands after the heartbeat, or why not."""
 
     working: list[DeliveryRead]  # heartbeats taken (working_at is now)
     already_acknowledged: list[str]  # done already: nothing to work on (HTTP answers 409)
     not_found: list[str]  # not a delivery of yours in a thread that is not closed
+    expired: list[str] = _expired_field()  # (the single HTTP call answers 410 expired)
 
 
 class AckResult(BaseModel):
     acknowledged: list[str]
     already: list[str]
     not_found: list[str]
+    expired: list[str] = _expired_field()  # not acknowledged now

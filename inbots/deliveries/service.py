@@ -33,9 +33,9 @@ from inbots.deliveries.schemas import (
 from inbots.deliveries.stamps import stamp
 from inbots.deliveries.state import STATE_STAMPS, STATES, state_of
 from inbots.deliveries.state_sql import state_filter
-from inbots.errors import AlreadyAcknowledged, Conflict, Invalid, not_found
+from inbots.errors import AlreadyAcknowledged, Conflict, Expired, Invalid, not_found
 from inbots.events import service as events
-from inbots.kit.clock import parse_rfc3339, utcnow
+from inbots.kit.clock import parse_rfc3339, rfc3339, utcnow
 from inbots.kit.ids import kind_of
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
 from inbots.kit.text import shown_summary
@@ -327,7 +327,18 @@ def _own_delivery(uow: UnitOfWork, caller: Caller, delivery_id: str) -> Delivery
     ).first()
     if delivery is None:
         raise not_found("delivery", delivery_id)
+    if delivery.expired_at is not None:
+        raise _expired(delivery.id, delivery.expired_at)
     return delivery
+
+
+def _expired(ident: str, expired_at: datetime) -> Expired:
+    """What an act on an expired delivery answers (as reading its message does)."""
+    return Expired(
+        f"Delivery {ident} expired unacknowledged at {rfc3339(expired_at)} (its sender gave it a "
+        "ttl_seconds): it is no longer yours to act on. Ask its sender to send it again if it "
+        "still matters."
+    )
 
 
 @mostly_reads
@@ -385,7 +396,7 @@ def _heartbeat(
         resolved[row.message_id] = row
     now = utcnow()
     for row in {r.id: r for r in rows}.values():
-        if row.acknowledged_at is None:
+        if row.acknowledged_at is None and row.expired_at is None:
             # A heartbeat is progress: it restarts the stall clock, and while it is recent the
             # sweep holds off for the working stall time (renotify.stall_batch).
             row.working_at = now
@@ -396,15 +407,20 @@ def _heartbeat(
     working: list[DeliveryRead] = []
     acked: list[str] = []
     missing: list[str] = []
+    expired: list[str] = []
     for ident in wanted:
         found = resolved.get(ident)
         if found is None:
             missing.append(ident)
         elif found.acknowledged_at is not None:
             acked.append(ident)
+        elif found.expired_at is not None:
+            expired.append(ident)
         else:
             working.append(to_read(found, caller.username))
-    return WorkingResult(working=working, already_acknowledged=acked, not_found=missing)
+    return WorkingResult(
+        working=working, already_acknowledged=acked, not_found=missing, expired=expired
+    )
 
 
 def working(
@@ -423,6 +439,11 @@ def working(
             f"Delivery {delivery_id!r} is already acknowledged: there is nothing left to work "
             "on. To say more about it, send a message in its thread instead."
         )
+    if result.expired:
+        expired_at = uow.session.scalar(
+            select(Delivery.expired_at).where(Delivery.id == delivery_id)
+        )
+        raise _expired(delivery_id, expired_at or utcnow())
     raise not_found("delivery", delivery_id)
 
 
@@ -448,6 +469,7 @@ def acknowledge(uow: UnitOfWork, caller: Caller, request: AckRequest) -> AckResu
             Delivery.id,
             Delivery.message_id,
             Delivery.thread_id,
+            Delivery.expired_at,
             Message.sender_id,
             Agent.status,
             Agent.webhook_url,
@@ -467,7 +489,10 @@ def acknowledge(uow: UnitOfWork, caller: Caller, request: AckRequest) -> AckResu
     for row in rows:
         resolved[row.id] = row.id
         resolved[row.message_id] = row.id
-    targets = {resolved[i] for i in wanted if i in resolved}
+    # Expired unacknowledged: no longer the caller's, so not acknowledged now (its sender
+    # already reads "expired"; an acknowledgement would tell it the mail was dealt with).
+    lapsed = {row.id for row in rows if row.expired_at is not None}
+    targets = {resolved[i] for i in wanted if i in resolved} - lapsed
     done: set[str] = set()
     if targets:
         now = utcnow()
@@ -502,15 +527,17 @@ def acknowledge(uow: UnitOfWork, caller: Caller, request: AckRequest) -> AckResu
             note,
             now,
         )
-    acknowledged, already, missing = [], [], []
+    acknowledged, already, missing, expired = [], [], [], []
     for ident in wanted:
         if ident not in resolved:
             missing.append(ident)
         elif resolved[ident] in done:
             acknowledged.append(ident)
+        elif resolved[ident] in lapsed:
+            expired.append(ident)
         else:
             already.append(ident)
-    return AckResult(acknowledged=acknowledged, already=already, not_found=missing)
+    return AckResult(acknowledged=acknowledged, already=already, not_found=missing, expired=expired)
 
 
 def to_reads(uow: UnitOfWork, deliveries: Sequence[Delivery]) -> list[DeliveryRead]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, insert, or_, select, text, update
+from sqlalchemy import ColumnElement, TextClause, and_, insert, or_, select, text, update
 
 from inbots.agents.models import Agent
 from inbots.auth.service import Caller
@@ -222,7 +222,7 @@ def thread_closed(uow: UnitOfWork, thread_id: str, now: datetime) -> None:
 # The sender's long-poll.
 
 
-def _unshown(caller: Caller) -> list[ColumnElement[bool]]:
+def _unshown(caller: Caller) -> list[ColumnElement[bool] | TextClause]:
     """Receipts the caller has not been shown: acknowledgements of its messages and rejections
     of its held ones (matches ``ix_events_unshown``; the type test is the index's own text, so
     the planners can match the partial index's predicate)."""

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from inbots import __version__, client
 from inbots.deliveries.schemas import AckRequest
-from inbots.errors import AlreadyAcknowledged, InbotsError, Invalid, NotFound, not_found
+from inbots.errors import AlreadyAcknowledged, Expired, InbotsError, Invalid, NotFound, not_found
 from inbots.kit.paging import clamp_limit
 from inbots.limits import Limits
 from inbots.mcp.backends import InboxQuery, Json
@@ -245,6 +245,7 @@ class HttpBackend:
         working: list[Json] = []
         acked: list[str] = []
         missing: list[str] = []
+        expired: list[str] = []
         for ident in wanted:
             try:
                 beat = self._client.working(_path_id(ident, "delivery"), note)
@@ -253,4 +254,11 @@ class HttpBackend:
                 acked.append(ident)
             except NotFound:
                 missing.append(ident)
-        return {"working": working, "already_acknowledged": acked, "not_found": missing}
+            except Expired:
+                expired.append(ident)
+        return {
+            "working": working,
+            "already_acknowledged": acked,
+            "not_found": missing,
+            "expired": expired,
+        }

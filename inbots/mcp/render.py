@@ -88,7 +88,18 @@ def render_working(r: Json) -> str:
         parts.append(
             f"Not found among your deliveries in open threads: {', '.join(r['not_found'])}."
         )
+    parts.extend(_expired(r))
     return " ".join(parts)
+
+
+def _expired(r: Json) -> list[str]:
+    """The ids of an answer that expired unacknowledged, said once (an older server has none)."""
+    if not r.get("expired"):
+        return []
+    return [
+        f"Expired unacknowledged, no longer yours to act on: {', '.join(r['expired'])} (ask "
+        "the sender to send it again if it still matters)."
+    ]
 
 
 def render_threads(d: Json) -> str:
@@ -303,6 +314,7 @@ def render_acks(r: Json) -> str:
         parts.append(
             f"Not found among your deliveries in open threads: {', '.join(r['not_found'])}."
         )
+    parts.extend(_expired(r))
     return " ".join(parts)
 
 

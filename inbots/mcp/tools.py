@@ -445,7 +445,8 @@ def tool_specs() -> list[ToolSpec]:
                 "ids: 1 to {ack_batch_max} delivery or message ids. note: up to "
                 "{note_max} characters. Acknowledged mail leaves your inbox. Safe to repeat: "
                 "ids already acknowledged, or not yours, are reported under already and "
-                "not_found, never as errors."
+                "not_found, and mail that expired unacknowledged (its sender's ttl_seconds "
+                "passed) under expired, never as errors."
             ),
             arguments=AcknowledgeArguments,
             result=AckResult,
@@ -464,7 +465,7 @@ def tool_specs() -> list[ToolSpec]:
                 "Acknowledge it when you are done. ids: 1 to {ack_batch_max} delivery or "
                 "message ids from check_inbox. note: up to {note_max} characters on how it is "
                 "going (replaces your last note). Answers per id: working, "
-                "already_acknowledged or not_found."
+                "already_acknowledged, not_found or expired."
             ),
             arguments=MarkWorkingArguments,
             result=WorkingResult,

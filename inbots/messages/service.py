@@ -509,6 +509,8 @@ def history(
     stmt = select(Message).where(Message.thread_id == thread.id)
     if not caller.is_operator:  # held or rejected mail: only its sender sees it
         stmt = stmt.where(or_(Message.released(), Message.sender_id == caller.agent_id))
+        # Mail that expired unacknowledged is no longer the caller's to read (a read is 410).
+        stmt = stmt.where(~Delivery.expired_for(caller.agent_id, Message.id))
     if after_id:
         stmt = stmt.where(Message.id > after_id)
     if after_time:
@@ -520,6 +522,7 @@ def history(
             select(Delivery).where(
                 Delivery.message_id.in_([m.id for m in page]),
                 Delivery.recipient_id == caller.agent_id,
+                Delivery.expired_at.is_(None),  # the operator's expired copies stay expired
             )
         ).all()
         deliveries.opened(uow, own)

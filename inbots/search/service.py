@@ -37,6 +37,7 @@ from inbots.agents.service import check_username
 from inbots.auth.service import Caller
 from inbots.config import Settings
 from inbots.db.uow import UnitOfWork, reads
+from inbots.deliveries.models import Delivery
 from inbots.errors import Invalid, SearchQueryInvalid
 from inbots.kit.ids import kind_of
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
@@ -177,6 +178,8 @@ def _visible(
         where += [cols.thread_id.in_(mine), Thread.status != CLOSED]
         # Held or rejected by the approval gate: only its sender finds it.
         where.append(or_(Message.released(), cols.sender_id == caller.agent_id))
+        # Expired unacknowledged: no longer the caller's to read.
+        where.append(~Delivery.expired_for(caller.agent_id, Message.id))
     if sender_id is not None:
         where.append(cols.sender_id == sender_id)
     if f.thread is not None:

@@ -108,3 +108,5 @@ def ack(
     op.show(answer, views.acked)
     if answer["not_found"]:  # shown with the rest; and a script sees it in the exit code
         raise CliError(f"not found: {', '.join(answer['not_found'])}")
+    if answer.get("expired"):
+        raise CliError(f"expired, no longer yours: {', '.join(answer['expired'])}")
