@@ -482,6 +482,23 @@ def test_redeliver_after_webhook_removed_is_conflict(api: Api) -> None:
         assert len(hook.requests) == 1
 
 
+def test_redeliver_in_a_closed_thread_is_conflict(api: Api) -> None:
+    """A closed thread's mail is never notified: a redelivery would be published and skipped
+    with no trace, so it is refused and nothing changes."""
+    with receiver(always(500)) as hook:
+        register(api, "closer", hook.url)
+        sender = api.agent("sender")
+        thread = sender.open_thread("Short-lived", ["closer"])["id"]
+        delivery_id = sender.send(thread, "hello")["deliveries"][0]["id"]
+        api.ok("POST", f"/threads/{thread}/close")
+        before = api.delivery(delivery_id)
+        error = assert_error(api.post(f"/deliveries/{delivery_id}/redeliver"), 409, "conflict")
+        assert "closed thread" in error["message"] and thread in error["message"]
+        after = api.delivery(delivery_id)
+        assert after["publish_count"] == before["publish_count"]
+        assert after["attempts"] == before["attempts"]
+
+
 def test_agent_calling_redeliver_is_forbidden(api: Api) -> None:
     with receiver(always(204)) as hook:
         created = register(api, "recipient", hook.url)

@@ -630,6 +630,12 @@ def redeliver(uow: UnitOfWork, caller: Caller, delivery_id: str) -> DeliveryRead
                 "and it is notified as a new send is."
             )
         )
+    if delivery.thread_closed_at is not None:
+        # Its thread is closed: the publish would only be skipped, leaving no trace of why.
+        raise Conflict(
+            f"Delivery {delivery_id!r} is in a closed thread ({delivery.thread_id}): closed "
+            "threads' mail is never notified. There is nothing to redeliver."
+        )
     recipient = uow.session.get_one(Agent, delivery.recipient_id)
     publish_again(uow, delivery, recipient, subscriptions.MESSAGE_CREATED)
     return to_read(delivery, recipient.username)
