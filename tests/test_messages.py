@@ -528,6 +528,20 @@ def test_history_since_a_message_id(api: Api) -> None:
     assert history(bob, thread_id, since=ids[-1])["items"] == []
 
 
+def test_history_since_an_id_of_no_message_of_the_thread_is_refused(api: Api) -> None:
+    """A mistyped id, or one of another thread, would read as "nothing new": it is a 422 naming
+    since (the same answer either way: it tells nothing of other threads)."""
+    alice, bob, thread_id = pair(api)
+    alice.send(thread_id, "here")
+    elsewhere = alice.open_thread("Elsewhere", ["bob"])["id"]
+    other = alice.send(elsewhere, "there")["message"]["id"]
+    for since in ("msg_nope", other):
+        response = bob.get(f"/threads/{thread_id}/messages", params={"since": since})
+        error = assert_error(response, 422, "validation_error", "since")
+        assert thread_id in error["message"], error
+    assert bob.inbox()["items"][0]["state"] == "delivered"  # nothing was fetched by a refusal
+
+
 def test_history_since_an_rfc3339_time(api: Api) -> None:
     alice, bob, thread_id = pair(api)
     sent = [alice.send(thread_id, f"m{i}")["message"] for i in range(4)]

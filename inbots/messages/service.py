@@ -504,6 +504,14 @@ def history(
     s = uow.settings
     thread = threads.visible_thread(uow, caller, thread_id)
     after_id, after_time = _parse_since(since, uow)
+    if after_id and not uow.session.scalar(
+        select(Message.id).where(Message.id == after_id, Message.thread_id == thread.id)
+    ):  # a mistyped id would read as "nothing new"
+        raise Invalid(
+            f"since names no message of thread {thread.id}: give the id of one of its messages "
+            "(from its history) or an RFC 3339 time such as 2026-11-29T18:10:00Z.",
+            field="since",
+        )
     after_id = decode_cursor(cursor) or after_id
     count = clamp_limit(limit, s.list_default, s.list_max)
     stmt = select(Message).where(Message.thread_id == thread.id)
