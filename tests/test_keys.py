@@ -115,6 +115,16 @@ def test_an_archived_agents_keys_all_stop(api: Api) -> None:
     api.ok("POST", "/agents/bot/archive")
     assert error_of(bot.get("/me"), 401)["code"] == "unauthorized"
     assert error_of(second.get("/me"), 401)["code"] == "unauthorized"
+    # Nothing new is made for it: a key that authenticates nothing, a webhook that receives
+    # nothing, a secret that signs nothing.
+    listed = api.ok("GET", "/agents/bot/keys")["items"]
+    refused = error_of(api.post("/agents/bot/keys", json={"label": "late"}), 409)
+    assert refused["code"] == "conflict" and "archived" in refused["message"]
+    assert api.ok("GET", "/agents/bot/keys")["items"] == listed
+    hooked = api.call("PUT", "/agents/bot/webhook", json={"url": "https://example.com/hook"})
+    assert error_of(hooked, 409)["code"] == "conflict"
+    assert error_of(api.post("/agents/bot/webhook/rotate"), 409)["code"] == "conflict"
+    assert api.get("/agents/bot/webhook").status_code == 404  # none was set
 
 
 def test_only_hashes_are_stored(api: Api, database: Database) -> None:

@@ -96,6 +96,11 @@ def issue_key(
     is in this answer only; at most ``agent_keys_max`` live keys an agent."""
     label = _check_label(label, uow)
     agent = agent_of(uow, caller, agent_ref, lock=True)
+    if agent.archived:
+        raise Conflict(
+            f"Agent {agent.username!r} is archived: no key of it authenticates any more, so a new "
+            "one would serve nothing. Register a new agent instead (POST /v1/agents)."
+        )
     held = uow.session.scalar(
         select(func.count()).select_from(AgentKey).where(AgentKey.agent_id == agent.id)
     )

@@ -15,7 +15,7 @@ from inbots.agents.models import Agent
 from inbots.agents.service import find_agent
 from inbots.auth.service import Caller
 from inbots.db.uow import UnitOfWork, reads
-from inbots.errors import NotFound
+from inbots.errors import Conflict, NotFound
 from inbots.kit.clock import utcnow
 from inbots.webhooks import signing, subscriptions
 from inbots.webhooks.endpoint import apply_url, check_url, to_read
@@ -31,6 +31,16 @@ def _target(uow: UnitOfWork, caller: Caller, agent_ref: str | None) -> Agent:
     return find_agent(uow, caller, agent_ref)
 
 
+def _live(agent: Agent) -> Agent:
+    """An agent a webhook can serve: an archived one receives nothing ever again (409)."""
+    if agent.archived:
+        raise Conflict(
+            f"Agent {agent.username!r} is archived: it receives no mail or events any more, so a "
+            "webhook (or a new signing secret) would serve nothing. Register a new agent instead."
+        )
+    return agent
+
+
 def _existing(agent: Agent) -> Agent:
     if not agent.webhook_url or not agent.webhook_secret:
         raise NotFound(f"Agent {agent.username!r} has no webhook.")
@@ -42,7 +52,7 @@ def set_webhook(
 ) -> WebhookRead:
     """Set or change the webhook URL (the secret is kept, or minted on first registration) and,
     when given, the notification types it receives (kept when omitted)."""
-    agent = _target(uow, caller, agent_ref)
+    agent = _live(_target(uow, caller, agent_ref))
     url = check_url(request.url, uow.settings)
     chosen = request.webhook_events
     types = subscriptions.check(chosen) if chosen is not None else None
@@ -72,7 +82,7 @@ def remove_webhook(uow: UnitOfWork, caller: Caller, agent_ref: str | None) -> No
 
 def rotate_secret(uow: UnitOfWork, caller: Caller, agent_ref: str | None) -> WebhookRead:
     """Mint a new secret; the previous one keeps signing (second signature) for the overlap."""
-    agent = _existing(_target(uow, caller, agent_ref))
+    agent = _existing(_live(_target(uow, caller, agent_ref)))
     agent.webhook_previous_secret = agent.webhook_secret
     agent.webhook_previous_secret_expires_at = utcnow() + timedelta(
         seconds=uow.settings.webhook_rotation_overlap_seconds
