@@ -25,7 +25,7 @@ from inbots.messages.models import Message
 from inbots.threads.models import Thread
 from tests.conftest import free_port, new_workspace
 from tests.helpers import Api, Caller
-from tests.mcp_client import over_http, run
+from tests.mcp_client import over_bridge, over_http, run
 from tests.processes import clean_env, inbots_executable
 
 CAPS = {"cap_per_recipient": 5, "cap_per_pair": 3}
@@ -160,13 +160,23 @@ def test_send_message_over_mcp_is_refused_with_the_same_sentence(api: Api, serve
     for n in range(3):
         alice.send(thread, f"m{n}")
 
-    async def scenario() -> tuple[str, str]:
-        async with over_http(server.url, alice.token) as tools:
-            return await tools.error("send_message", thread_id=thread, body="one more")
+    for connect in (over_http, over_bridge):  # /mcp, and inbots mcp's bridge over HTTP
 
-    code, text = run(scenario)
-    assert code == "rate_limited"
-    assert "a minute" in text or "INBOTS_CAP_PER_PAIR" in text
+        async def scenario(connect: Any = connect) -> tuple[str, str, dict[str, Any]]:
+            async with connect(server.url, alice.token) as tools:
+                result = await tools.call("send_message", thread_id=thread, body="one more")
+                code, text = await tools.error("send_message", thread_id=thread, body="more")
+                assert isinstance(result.structured_content, dict)
+                return code, text, result.structured_content["error"]
+
+        code, text, error = run(scenario)
+        assert code == "rate_limited", connect
+        assert "a minute" in text or "INBOTS_CAP_PER_PAIR" in text
+        assert "Retry-After" not in text  # a header the tool's caller never sees
+        # ... so the wait is in the structured error, in whole seconds as Retry-After says.
+        assert isinstance(error["retry_after"], int) and error["retry_after"] >= 1, error
+    http = alice.post(f"/threads/{thread}/messages", json={"body": "over HTTP"})
+    assert http.status_code == 429 and int(http.headers["Retry-After"]) >= 1
 
 
 @pytest.mark.parametrize(

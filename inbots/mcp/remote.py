@@ -4,6 +4,7 @@ database, no services), so the bridge starts quickly."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Awaitable
 from typing import Any, TypeVar, cast
@@ -120,7 +121,10 @@ class HttpBackend:
                 f"Inbots at {self.base_url} answered HTTP {exc.status} without an error message."
             )
         cls = self._errors.get(exc.code, InbotsError)
-        return cls(exc.message, field=exc.field)
+        error = cls(exc.message, field=exc.field)
+        if exc.retry_after is not None:  # the server's Retry-After, for the tool's error
+            error.retry_after = math.ceil(exc.retry_after)  # type: ignore[misc]
+        return error
 
     async def server_limits(self) -> Limits:
         """The limits the server enforces (``GET /v1/limits``); InbotsError if it cannot tell."""

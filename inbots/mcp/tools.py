@@ -195,11 +195,14 @@ class ToolSpec:
 
 
 def failure(exc: InbotsError) -> CallToolResult:
-    """A tool error: the HTTP error's sentence as text, its envelope as structured content."""
+    """A tool error: the HTTP error's sentence as text, its envelope as structured content, with
+    ``retry_after`` (seconds) where HTTP sends a ``Retry-After`` header, which a tool's caller
+    never sees."""
+    error = exc.to_dict()
+    if exc.retry_after is not None:
+        error["retry_after"] = exc.retry_after
     return CallToolResult(
-        content=[TextContent(text=exc.message)],
-        structured_content={"error": exc.to_dict()},
-        is_error=True,
+        content=[TextContent(text=exc.message)], structured_content={"error": error}, is_error=True
     )
 
 

@@ -78,7 +78,7 @@ def admit(uow: UnitOfWork, caller: Caller, recipients: Sequence[tuple[str, str]]
         raise RateLimited(
             f"You sent more than {s.rate_limit_per_minute} messages a minute (bursts of up to "
             f"{s.rate_limit_burst}); your next send is allowed in {wait} s. Wait that long "
-            "(Retry-After) and send again; nothing of this one was stored.",
+            "and send again; nothing of this one was stored.",
             retry_after=wait,
         )
     if capped:
