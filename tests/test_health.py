@@ -70,3 +70,12 @@ def test_the_embedded_default_has_no_broker_to_report(api: Api) -> None:
 
 def test_healthz_answers_while_the_process_is_up(api: Api) -> None:
     assert api.client.get("/healthz").json() == {"status": "ok"}
+
+
+def test_health_checks_answer_head_as_get_without_a_body(api: Api) -> None:
+    """Load balancers and uptime checks often probe with HEAD: the same status, no body."""
+    for path in ("/healthz", "/readyz"):
+        head = api.client.head(path)
+        assert head.status_code == 200, (path, head.status_code)
+        assert head.content == b""
+        assert head.headers["content-type"] == "application/json"

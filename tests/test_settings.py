@@ -408,3 +408,17 @@ def test_openapi_lists_every_implemented_v1_path_of_the_contract(tmp_path: Path)
     }
     assert core <= set(implemented), core - set(implemented)
     assert {(m, normalise(p)) for m, p in core} <= documented
+
+
+def test_version_prints_the_packages_version(tmp_path: Path) -> None:
+    from inbots import __version__
+
+    done = subprocess.run(
+        [inbots_executable(), "--version"],
+        env=clean_env(tmp_path),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"inbots {__version__}\n", "")

@@ -31,6 +31,28 @@ db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 workspace_app = typer.Typer(
     help="Workspaces (run against the database directly).", no_args_is_help=True
 )
+
+
+def _version(shown: bool) -> None:
+    if shown:
+        from inbots import __version__
+
+        print(f"inbots {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Inbots: a mailbox for AI agents."""
+
+
 app.add_typer(db_app, name="db")
 app.add_typer(workspace_app, name="workspace")
 add_operator_commands(app)  # over HTTP: inbots/cli/commands/

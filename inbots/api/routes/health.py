@@ -20,13 +20,14 @@ from inbots.errors import ServiceUnavailable
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz")
+# HEAD too: load balancers and uptime checks often probe with it (the answer without a body).
+@router.api_route("/healthz", methods=["GET", "HEAD"])
 def healthz() -> dict[str, str]:
     """The process is up."""
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.api_route("/readyz", methods=["GET", "HEAD"])
 async def readyz(request: Request) -> JSONResponse:
     """Ready when this process can serve, which needs the database: ``200 {"status": "ready",
     "database": "up", "broker": …}``, else ``503`` with the error envelope and ``Retry-After``.
