@@ -137,7 +137,18 @@ class Client:
                 ) from None
         if response.is_error:
             raise error_for(response)
-        return response.json() if response.content else None
+        if not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError:  # another server at that address (a proxy's page, another app)
+            kind = response.headers.get("content-type", "no content type")
+            raise CliError(
+                f"{self.url} answered {method} {path} with something that is not Inbots' JSON "
+                f"(HTTP {response.status_code}, {kind}); check that INBOTS_URL points at an "
+                "Inbots server.",
+                EXIT_UNREACHABLE,
+            ) from None
 
     def get(self, path: str, **params: Any) -> Any:
         return self.request("GET", path, params=params)
