@@ -210,6 +210,14 @@ def test_a_stalled_delivery_alerts_once_signed_with_both_secrets_after_a_rotate(
     assert [(e["id"], e["recipient"], e["actor"], e["thread_id"]) for e in listed] == [
         (alert["event_id"], "operator", "idle", None)
     ]
+    # ... and what it is about, as its notification said it (an agent's event has none).
+    about = listed[0]["alert"]
+    assert (about["delivery_id"], about["message_id"], about["thread_id"]) == (
+        delivery["id"],
+        sent["message"]["id"],
+        thread["id"],
+    )
+    assert about["reason"] == alert["reason"]
     detail = api.ok("GET", f"/events/{alert['event_id']}")
     assert [a["reason"] for a in detail["attempts"]] == ["ok"]
 

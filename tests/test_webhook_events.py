@@ -206,10 +206,11 @@ def test_an_agent_not_subscribed_gets_nothing_of_that_type(api: Api) -> None:
     assert delivery["publish_count"] == 0 and delivery["attempts"] == []
     # The acknowledgement is still an event: the sender's long-poll and outbox have it, unsent.
     (event,) = api.ok("GET", "/events", params={"agent": "lead"})["items"]
-    assert (event["type"], event["state"], event["publish_count"]) == (
+    assert (event["type"], event["state"], event["publish_count"], event["alert"]) == (
         "message.acknowledged",
         "unsent",
         0,
+        None,  # an agent's event, not an operator's alert
     )
     assert api.ok("GET", "/events", params={"type": "thread.closed"})["items"] == []
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel
 
 from inbots.deliveries.schemas import AttemptRead
@@ -31,6 +33,9 @@ class EventRead(Model):
     publish_count: int
     last_published_at: Timestamp | None
     next_attempt_at: Timestamp | None
+    # An operator's alert: its fields as its notification carries them (what it is about: the
+    # thread, message, delivery or agent, and why); null for an agent's event.
+    alert: dict[str, Any] | None = None
 
 
 class EventDetail(EventRead):

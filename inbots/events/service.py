@@ -11,6 +11,7 @@ thread event only for participants whose webhook receives it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -337,6 +338,7 @@ def _reads(uow: UnitOfWork, events: Sequence[Event]) -> list[EventRead]:
             publish_count=e.publish_count,
             last_published_at=e.last_published_at,
             next_attempt_at=e.next_attempt_at,
+            alert=json.loads(e.detail) if e.detail else None,
         )
         for e in events
     ]
