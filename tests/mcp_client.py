@@ -581,6 +581,35 @@ async def other_workspace_sees_nothing(api: Api, other_api: Api, connect: Connec
     assert stamps_of(api, delivery_id) == ("accepted", {"accepted_at"})
 
 
+async def own_keys_and_sessions(api: Api, connect: Connect) -> None:
+    """``list_keys`` and ``list_sessions`` answer what ``GET /v1/me/keys`` and ``/v1/me/sessions``
+    do, for the caller alone, and never show a key itself."""
+    alice = api.agent("alice")
+    bob = api.agent("bob")
+    laptop = alice.ok("POST", "/me/keys", 201, json={"label": "laptop"})
+    async with connect(alice.token) as c:
+        keys = await c.ok("list_keys")
+        listed = alice.ok("GET", "/me/keys")["items"]
+        assert [k["id"] for k in keys["items"]] == [k["id"] for k in listed]
+        assert laptop["id"] in [k["id"] for k in keys["items"]]
+        assert [k["current"] for k in keys["items"]].count(True) == 1
+        assert {k["label"] for k in keys["items"]} >= {"laptop"}
+        shown = str(keys) + text_of(await c.call("list_keys"))
+        assert alice.token not in shown and laptop["api_key"] not in shown
+        await c.ok("whoami")  # this session is seen by now
+        sessions = await c.ok("list_sessions")
+        over_http_too = alice.ok("GET", "/me/sessions")["items"]
+        assert [s["id"] for s in sessions["items"]] == [s["id"] for s in over_http_too]
+        assert any(s["active"] for s in sessions["items"]), sessions
+        assert text_of(await c.call("list_sessions")).startswith("Your sessions")
+    async with connect(bob.token) as c:
+        theirs = await c.ok("list_keys")
+        assert laptop["id"] not in [k["id"] for k in theirs["items"]]
+        assert [k["id"] for k in theirs["items"]] == [
+            k["id"] for k in bob.ok("GET", "/me/keys")["items"]
+        ]
+
+
 async def inbox_paging_and_bodies(api: Api, connect: Connect) -> None:
     """Inbots 1.1's check_inbox: bodies in the listing (at most 20), urgent first, the cursor
     pages on without acknowledging, acknowledged mail listed again, urgent only; and

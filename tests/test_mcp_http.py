@@ -31,6 +31,7 @@ from tests.mcp_client import (
     more_waiting,
     other_workspace_sees_nothing,
     over_http,
+    own_keys_and_sessions,
     run,
     same_stamps_as_http,
     send_message_errors,
@@ -45,6 +46,8 @@ from tests.processes import serve
 TOOLS = [
     "whoami",
     "list_agents",
+    "list_keys",
+    "list_sessions",
     "read_brief",
     "set_brief",
     "list_threads",
@@ -143,6 +146,10 @@ def test_a_sender_sees_receipts_and_is_woken_by_a_decline(
     api: Api, connect: Connect, server: ServerThread
 ) -> None:
     run(lambda: sender_sees_receipts(api, connect, lambda: listening(server) >= 1))
+
+
+def test_own_keys_and_sessions(api: Api, connect: Connect) -> None:
+    run(lambda: own_keys_and_sessions(api, connect))
 
 
 def test_tools_set_the_same_stamps_as_http(api: Api, connect: Connect) -> None:

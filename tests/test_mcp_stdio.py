@@ -35,6 +35,7 @@ from tests.mcp_client import (
     over_bridge,
     over_http,
     over_stdio,
+    own_keys_and_sessions,
     run,
     same_stamps_as_http,
     send_message_errors,
@@ -121,6 +122,10 @@ def test_second_workspace_agent_sees_nothing_of_the_first(
     api: Api, other_api: Api, connect: Connect
 ) -> None:
     run(lambda: other_workspace_sees_nothing(api, other_api, connect))
+
+
+def test_own_keys_and_sessions(api: Api, connect: Connect) -> None:
+    run(lambda: own_keys_and_sessions(api, connect))
 
 
 # Not the defaults, so the descriptions prove that ``inbots mcp`` asked the server for them.

@@ -24,6 +24,7 @@ from inbots.client._models import (
     Delivery,
     DirectoryEntry,
     Inbox,
+    Key,
     Limits,
     Message,
     OutboxItem,
@@ -32,6 +33,7 @@ from inbots.client._models import (
     RegisteredAgent,
     SearchHit,
     SendResult,
+    Session,
     Thread,
     Webhook,
 )
@@ -69,6 +71,14 @@ def remove_webhook() -> Call[None]:
 
 def rotate_webhook() -> Call[Webhook]:
     return Call("POST", "/me/webhook/rotate", Webhook.model_validate)
+
+
+def my_keys() -> Call[list[Key]]:
+    return Call("GET", "/me/keys", lambda d: Page[Key].model_validate(d).items)
+
+
+def my_sessions() -> Call[list[Session]]:
+    return Call("GET", "/me/sessions", lambda d: Page[Session].model_validate(d).items)
 
 
 def brief(username: str) -> Call[Brief]:

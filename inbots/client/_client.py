@@ -21,6 +21,7 @@ from inbots.client._models import (
     DirectoryEntry,
     Inbox,
     InboxItem,
+    Key,
     Limits,
     Message,
     OutboxItem,
@@ -29,6 +30,7 @@ from inbots.client._models import (
     RegisteredAgent,
     SearchHit,
     SendResult,
+    Session,
     Thread,
     Webhook,
 )
@@ -119,6 +121,14 @@ class Client:
         """Others you can write to, most recently active first; ``query`` matches usernames and
         descriptions, ``active_only`` keeps those seen recently."""
         return self._send(_calls.directory(query, active_only))
+
+    def keys(self) -> list[Key]:
+        """Inbots 1.1: your keys, without the keys themselves (``current`` marks this one)."""
+        return self._send(_calls.my_keys())
+
+    def sessions(self) -> list[Session]:
+        """Inbots 1.1: your sessions (MCP sessions, ``X-Inbots-Session`` clients), latest first."""
+        return self._send(_calls.my_sessions())
 
     def brief(self, username: str) -> Brief:
         """Inbots 1.1: an agent's brief (what it does, how to work with it)."""

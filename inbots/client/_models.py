@@ -93,6 +93,30 @@ class Brief(Model):
     updated_at: Timestamp | None = None
 
 
+class Key(Model):
+    """Inbots 1.1: one of your keys, without the key itself (``GET /v1/me/keys``): ``hint`` is
+    its first characters, ``current`` marks the key making the call."""
+
+    id: str
+    label: str | None
+    hint: str
+    created_at: Timestamp
+    last_used_at: Timestamp | None
+    current: bool
+
+
+class Session(Model):
+    """Inbots 1.1: one client of yours (``GET /v1/me/sessions``): an MCP session or a client
+    sending ``X-Inbots-Session``; ``active`` when seen within the last few minutes."""
+
+    id: str
+    label: str | None
+    client: str | None
+    first_seen_at: Timestamp
+    last_seen_at: Timestamp
+    active: bool
+
+
 # Deliveries and receipts
 
 

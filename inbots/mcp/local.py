@@ -12,8 +12,9 @@ import anyio.to_thread
 from pydantic import BaseModel
 from sqlalchemy.exc import DataError
 
+from inbots.agents import keys, sessions
 from inbots.agents import service as agents
-from inbots.agents.schemas import BriefUpdate, Directory
+from inbots.agents.schemas import BriefUpdate, Directory, KeyList, SessionList
 from inbots.auth.service import Caller
 from inbots.config import Settings
 from inbots.db.engine import Database
@@ -138,6 +139,12 @@ class LocalBackend:
 
     async def search_messages(self, request: SearchQuery) -> Json:
         return _json(await self._run(search.search, request))
+
+    async def list_keys(self) -> Json:
+        return _json(KeyList(items=await self._run(keys.list_keys, None)))
+
+    async def list_sessions(self) -> Json:
+        return _json(SessionList(items=await self._run(sessions.list_sessions, None)))
 
     async def read_brief(self, username: str) -> Json:
         return _json(await self._run(agents.read_brief, username))

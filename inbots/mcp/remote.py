@@ -231,6 +231,13 @@ class HttpBackend:
         )
         return _answer(await self._call(found))
 
+    async def list_keys(self) -> Json:
+        return {"items": [_answer(key) for key in await self._call(self._client.keys())]}
+
+    async def list_sessions(self) -> Json:
+        found = await self._call(self._client.sessions())
+        return {"items": [_answer(session) for session in found]}
+
     async def read_brief(self, username: str) -> Json:
         return _answer(await self._call(self._client.brief(_path_id(username, "agent"))))
 

@@ -57,6 +57,29 @@ def render_directory(d: Json) -> str:
     return "\n".join(lines)
 
 
+def render_keys(k: Json) -> str:
+    lines = [f"You hold {len(k['items'])} key(s) (the keys themselves are never shown again):"]
+    for key in k["items"]:
+        used = key["last_used_at"] or "never"
+        mark = " (this one)" if key["current"] else ""
+        lines.append(
+            f"- {key['id']} {key['hint']}… {key['label'] or 'no label'}{mark}, last used {used}"
+        )
+    return "\n".join(lines)
+
+
+def render_sessions(s: Json) -> str:
+    items = s["items"]
+    if not items:
+        return "No sessions of yours are known yet."
+    lines = [f"Your sessions, latest first ({sum(1 for i in items if i['active'])} active):"]
+    for one in items:
+        state = "active" if one["active"] else "inactive"
+        name = one["label"] or one["client"] or "unnamed"
+        lines.append(f"- {one['id']} {name}, {state}, last seen {one['last_seen_at']}")
+    return "\n".join(lines)
+
+
 def render_brief(b: Json) -> str:
     if not b.get("brief"):
         return f"{b['username']} has no brief. Its description in list_agents is all there is."

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, get_origin
 from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from inbots.agents.schemas import AgentRead, BriefRead, Directory
+from inbots.agents.schemas import AgentRead, BriefRead, Directory, KeyList, SessionList
 from inbots.deliveries.schemas import AckResult, Inbox, Waited, WorkingResult
 from inbots.errors import InbotsError, Invalid, UnknownField
 from inbots.kit.schema import UNKNOWN_FIELD
@@ -59,11 +59,13 @@ from inbots.mcp.render import (
     render_directory,
     render_history,
     render_inbox,
+    render_keys,
     render_message,
     render_opened,
     render_outbox,
     render_search,
     render_sent,
+    render_sessions,
     render_thread,
     render_threads,
     render_whoami,
@@ -265,6 +267,39 @@ def tool_specs() -> list[ToolSpec]:
             result=Directory,
             invoke=lambda b, a: b.list_agents(a.query, a.active_only),
             render=render_directory,
+            read_only=True,
+        ),
+        ToolSpec(
+            name="list_keys",
+            title="List my keys",
+            description=(
+                "Your API keys, without the keys themselves (only their hashes are stored): "
+                "each one's id, label, first characters (hint), when it was made and last used, "
+                "and which one this session uses (current). A key per machine or harness lets "
+                "one be revoked without stopping the others; keys are issued and revoked over "
+                "HTTP (POST and DELETE /v1/me/keys) or by the operator, never through a tool, so "
+                "no key lands in a conversation. Changes nothing."
+            ),
+            arguments=NoArguments,
+            result=KeyList,
+            invoke=lambda b, a: b.list_keys(),
+            render=render_keys,
+            read_only=True,
+        ),
+        ToolSpec(
+            name="list_sessions",
+            title="List my sessions",
+            description=(
+                "Your sessions, latest first: each MCP session and each client that sends an "
+                "X-Inbots-Session label, with its client (MCP clientInfo or User-Agent), when it "
+                "was first and last seen, and whether it is active (seen in the last few "
+                "minutes). Shows whether another session of you is working at the same time. "
+                "Changes nothing."
+            ),
+            arguments=NoArguments,
+            result=SessionList,
+            invoke=lambda b, a: b.list_sessions(),
+            render=render_sessions,
             read_only=True,
         ),
         ToolSpec(
