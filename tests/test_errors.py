@@ -712,6 +712,19 @@ def test_true_or_false_is_not_a_number(scene: Scene) -> None:
     assert sent["message"]["ttl_seconds"] == 300
 
 
+def test_text_is_not_a_number_over_http(scene: Scene, api: Api) -> None:
+    """Lax validation would read "300" as 300: over HTTP a number field refuses text, naming it
+    (MCP tool arguments still take it: some harnesses send numbers as text)."""
+    response = scene.alpha.post(
+        f"/threads/{scene.thread_id}/messages", json={"body": "x", "ttl_seconds": "300"}
+    )
+    error = assert_error(response, 422, "validation_error", field="ttl_seconds")
+    assert "not text" in error["message"] and "without quotes" in error["message"], error
+    refused = api.post("/enrollments", json={"uses": "2"})
+    assert assert_error(refused, 422, "validation_error", field="uses")
+    assert api.ok("GET", "/enrollments")["items"] == []  # nothing made
+
+
 def test_the_send_routes_document_their_429(api: Api) -> None:
     """The caps and the rate limit answer a send with 429: /openapi.json says so on both send
     routes, with the error envelope."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any, ClassVar, get_args
 
 from pydantic import (
     BaseModel,
@@ -51,6 +51,10 @@ class Request(BaseModel):
     accepted and lost): the error names it and the fields the request takes."""
 
     model_config = ConfigDict(extra="forbid", strict=False)
+    # Whether a number may come as text ("300"): not over HTTP, where a JSON number is a number
+    # (product.md: a wrong type is its own error); yes for MCP tool arguments, which some
+    # harnesses send as text (inbots.mcp.arguments).
+    numbers_from_text: ClassVar[bool] = False
 
     @model_validator(mode="before")
     @classmethod
@@ -69,11 +73,16 @@ class Request(BaseModel):
     @field_validator("*", mode="before")
     @classmethod
     def _no_boolean_numbers(cls, value: object, info: ValidationInfo) -> object:
-        # Lax pydantic reads true as 1: "ttl_seconds": true would pass as one second.
-        if isinstance(value, bool) and info.field_name is not None:
+        # Lax pydantic reads true as 1: "ttl_seconds": true would pass as one second; and "300"
+        # as 300, a string where the contract says a number.
+        if isinstance(value, bool | str) and info.field_name is not None:
             kinds = _kinds(cls.model_fields[info.field_name].annotation)
-            if bool not in kinds and kinds & {int, float}:
+            numeric = bool(kinds & {int, float})
+            if isinstance(value, bool) and bool not in kinds and numeric:
                 raise ValueError("must be a number, not true or false")
+            text_for_a_number = isinstance(value, str) and str not in kinds and numeric
+            if text_for_a_number and not cls.numbers_from_text:
+                raise ValueError(f"must be a number, not text (send {value!r} without quotes)")
         return value
 
     @field_validator("*")

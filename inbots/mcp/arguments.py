@@ -25,6 +25,7 @@ from inbots.threads.schemas import ParticipantAdd, ThreadCreate
 
 class Arguments(Request):
     model_config = ConfigDict(extra="forbid")
+    numbers_from_text = True  # harnesses send some numbers as text ("limit": "5")
 
 
 class NoArguments(Arguments):
