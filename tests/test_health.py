@@ -79,3 +79,13 @@ def test_health_checks_answer_head_as_get_without_a_body(api: Api) -> None:
         assert head.status_code == 200, (path, head.status_code)
         assert head.content == b""
         assert head.headers["content-type"] == "application/json"
+
+
+def test_openapi_names_each_operation_once(api: Api) -> None:
+    """HEAD on the health checks is served but not documented: /openapi.json keeps one
+    operation per health path, and every operationId is unique (a duplicate breaks generators)."""
+    spec = api.client.get("/openapi.json").json()
+    assert set(spec["paths"]["/healthz"]) == {"get"}
+    assert set(spec["paths"]["/readyz"]) == {"get"}
+    ids = [op["operationId"] for path in spec["paths"].values() for op in path.values()]
+    assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
