@@ -233,16 +233,14 @@ class Settings(BaseSettings):
         for name, value in self:
             if isinstance(value, bool) or not isinstance(value, int | float | tuple):
                 continue
-            ceiling: float = LARGEST_COUNT
+            ceiling, unit = LARGEST_COUNT, ""
             if name.endswith("_seconds") or name == "retry_schedule":
-                ceiling = LONGEST_SECONDS
+                ceiling, unit = LONGEST_SECONDS, " seconds (ten years)"
             elif name.endswith("_days"):
-                ceiling = LONGEST_DAYS
+                ceiling, unit = LONGEST_DAYS, " days (ten years)"
             values = value if isinstance(value, tuple) else (value,)
             if any(isinstance(v, int | float) and v > ceiling for v in values):
-                what = " seconds (ten years)" if ceiling == LONGEST_SECONDS else ""
-                what = " days (ten years)" if ceiling == LONGEST_DAYS else what
-                raise ValueError(f"{name}: must be at most {ceiling:,}{what} (got {max(values):g})")
+                raise ValueError(f"{name}: must be at most {ceiling:,}{unit} (got {max(values):g})")
         return self
 
     @model_validator(mode="after")

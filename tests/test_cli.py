@@ -625,6 +625,27 @@ def test_reply_checks_its_ack_before_posting_and_ack_exits_1_for_unknown_ids(api
     assert ok(api, "ack", question).stdout.startswith("already acknowledged")
 
 
+@pytest.mark.parametrize(
+    "settings_overrides", [{"ttl_min_seconds": 1, "renotify_interval_seconds": 0.2}]
+)
+def test_acking_the_operators_expired_mail_says_so_and_fails(api: Api) -> None:
+    """Mail to the operator that expired unacknowledged is no longer theirs: ``inbots ack``
+    shows it as expired beside what it did acknowledge, and a script sees exit 1."""
+    worker = api.agent("worker")
+    desk = api.open_thread("Desk", ["worker"])["id"]
+    stale = worker.send(desk, "Still there?", ttl_seconds=1)
+    fresh = worker.send(desk, "Kept")["message"]["id"]
+    stale_id = stale["message"]["id"]
+    expired = wait_for(api, stale["deliveries"][0]["id"], lambda r: r["state"] == "expired")
+    assert expired["state"] == "expired"
+    acked = inbots(api, "ack", stale_id, fresh)
+    assert acked.code == 1, acked
+    assert f"acknowledged: {fresh}" in acked.stdout
+    assert f"expired (no longer yours): {stale_id}" in acked.stdout
+    assert acked.stderr.startswith(f"inbots: expired, no longer yours: {stale_id}"), acked.stderr
+    assert api.delivery(stale["deliveries"][0]["id"])["state"] == "expired"
+
+
 def test_inbox_wait_long_polls_for_the_operators_mail(api: Api) -> None:
     worker = api.agent("worker")
     thread = api.open_thread("Nightly build", ["worker"])

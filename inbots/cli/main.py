@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 from rich.console import Console
 
+from inbots import __version__
 from inbots.cli.client import EXIT_INTERNAL, EXIT_USAGE, CliError, report
 from inbots.cli.commands import add_operator_commands
 
@@ -35,8 +36,6 @@ workspace_app = typer.Typer(
 
 def _version(shown: bool) -> None:
     if shown:
-        from inbots import __version__
-
         print(f"inbots {__version__}")
         raise typer.Exit()
 

@@ -328,16 +328,18 @@ def _own_delivery(uow: UnitOfWork, caller: Caller, delivery_id: str) -> Delivery
     if delivery is None:
         raise not_found("delivery", delivery_id)
     if delivery.expired_at is not None:
-        raise _expired(delivery.id, delivery.expired_at)
+        raise expired_error(f"Delivery {delivery.id}", delivery.expired_at)
     return delivery
 
 
-def _expired(ident: str, expired_at: datetime) -> Expired:
-    """What an act on an expired delivery answers (as reading its message does)."""
+def expired_error(what: str, expired_at: datetime, ttl_seconds: int | None = None) -> Expired:
+    """``410 expired``: what reading, marking or working on mail that expired unacknowledged
+    answers (``what``: "Message msg_…" or "Delivery dlv_…")."""
+    given = f"a ttl_seconds of {ttl_seconds}" if ttl_seconds else "a ttl_seconds"
     return Expired(
-        f"Delivery {ident} expired unacknowledged at {rfc3339(expired_at)} (its sender gave it a "
-        "ttl_seconds): it is no longer yours to act on. Ask its sender to send it again if it "
-        "still matters."
+        f"{what} expired unacknowledged at {rfc3339(expired_at)} (its sender gave it {given}); "
+        "it is no longer yours to read or act on. Ask its sender to send it again if it still "
+        "matters."
     )
 
 
@@ -439,11 +441,10 @@ def working(
             f"Delivery {delivery_id!r} is already acknowledged: there is nothing left to work "
             "on. To say more about it, send a message in its thread instead."
         )
-    if result.expired:
-        expired_at = uow.session.scalar(
-            select(Delivery.expired_at).where(Delivery.id == delivery_id)
-        )
-        raise _expired(delivery_id, expired_at or utcnow())
+    if result.expired:  # the row _heartbeat loaded, from the session (no query)
+        lapsed = uow.session.get(Delivery, delivery_id)
+        expired_at = lapsed.expired_at if lapsed and lapsed.expired_at else utcnow()
+        raise expired_error(f"Delivery {delivery_id}", expired_at)
     raise not_found("delivery", delivery_id)
 
 

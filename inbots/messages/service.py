@@ -25,7 +25,6 @@ from inbots.deliveries.state import STATES, state_of
 from inbots.deliveries.state_sql import state_filter
 from inbots.dispatch.jobs import Job
 from inbots.errors import (
-    Expired,
     IdempotencyKeyReused,
     Invalid,
     NoRecipients,
@@ -34,7 +33,7 @@ from inbots.errors import (
     ThreadNotOpen,
     not_found,
 )
-from inbots.kit.clock import rfc3339, utcnow
+from inbots.kit.clock import utcnow
 from inbots.kit.ids import kind_of, new_id
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
 from inbots.kit.text import shown_summary
@@ -584,11 +583,8 @@ def read_message(uow: UnitOfWork, caller: Caller, ident: str) -> MessageWithDeli
         ).first()
     if delivery is not None:
         if delivery.expired_at is not None:
-            raise Expired(
-                f"Message {message.id} expired unacknowledged at "
-                f"{rfc3339(delivery.expired_at)} (its sender gave it a ttl_seconds of "
-                f"{message.ttl_seconds}); it is no longer yours to read. Ask its sender to send "
-                "it again if it still matters."
+            raise deliveries.expired_error(
+                f"Message {message.id}", delivery.expired_at, message.ttl_seconds
             )
         deliveries.opened(uow, [delivery])
     sender = agents.usernames(uow, [message.sender_id]).get(message.sender_id, "")
