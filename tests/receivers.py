@@ -152,3 +152,29 @@ def relay(target: str) -> Iterator[Receiver]:
         server.shutdown()
         server.server_close()
         upstream.close()
+
+
+@contextmanager
+def not_inbots() -> Iterator[str]:
+    """A loopback web server that answers every request 200 with a page, not Inbots' JSON."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            page = b"<html><body>Welcome to nginx!</body></html>"
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    web = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    web.daemon_threads = True
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{web.server_address[1]}"
+    finally:
+        web.shutdown()
+        web.server_close()

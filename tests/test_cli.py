@@ -6,14 +6,12 @@ does (the API tests cover both backends)."""
 from __future__ import annotations
 
 import csv
-import http.server
 import io
 import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +21,7 @@ import pytest
 
 from tests.conftest import free_port
 from tests.helpers import Api
-from tests.receivers import FAST, always, receiver
+from tests.receivers import FAST, always, not_inbots, receiver
 
 INBOTS = Path(sys.executable).parent / "inbots"
 # Polling agents' deliveries stall after a second; the sweep runs often enough to see it.
@@ -103,26 +101,8 @@ def wait_for(api: Api, delivery_id: str, check: Any, timeout: float = 10) -> dic
 def test_a_url_that_is_not_inbots_is_one_line_exit_3(api: Api) -> None:
     """INBOTS_URL at another server that answers 200 with a page (a proxy's, another app's):
     one line naming the URL, exit 3, not a crash report (exit 70)."""
-
-    class Page(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = b"<html><body>Welcome to nginx!</body></html>"
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    threading.Thread(target=other.serve_forever, daemon=True).start()
-    try:
-        run = inbots(api, "stats", "--url", f"http://127.0.0.1:{other.server_address[1]}")
-    finally:
-        other.shutdown()
-        other.server_close()
+    with not_inbots() as url:
+        run = inbots(api, "stats", "--url", url)
     assert_one_line_error(run, 3, "not Inbots' JSON", "text/html", "INBOTS_URL")
 
 

@@ -9,10 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -44,7 +40,7 @@ from tests.mcp_client import (
     wait_times_out,
     wait_wakes_on_send,
 )
-from tests.receivers import relay
+from tests.receivers import not_inbots, relay
 
 
 @pytest.fixture
@@ -351,32 +347,6 @@ def test_stdio_calls_the_api_through_inbots_client_as_inbots_mcp(
         assert headers["user-agent"] == f"inbots-mcp/{__version__}", request.path
         assert headers["accept"] == "application/json", request.path  # the client's
         assert headers["authorization"] == f"Bearer {alice.token}"
-
-
-@contextmanager
-def not_inbots() -> Iterator[str]:
-    """A loopback web server that answers every request 200 with a page, not Inbots' JSON."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            page = b"<html><body>Welcome to nginx!</body></html>"
-            self.send_response(200)
-            self.send_header("content-type", "text/html")
-            self.send_header("content-length", str(len(page)))
-            self.end_headers()
-            self.wfile.write(page)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    web = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    web.daemon_threads = True
-    threading.Thread(target=web.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{web.server_address[1]}"
-    finally:
-        web.shutdown()
-        web.server_close()
 
 
 def test_stdio_pointed_at_something_else_says_so_in_the_clients_sentence() -> None:
