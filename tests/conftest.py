@@ -394,6 +394,15 @@ def _stop_shared_servers() -> None:
         _SHARED.pop(next(iter(_SHARED))).stop()
 
 
+@pytest.fixture
+def alone() -> None:
+    """Stops this worker's idle shared servers first, for a test that compares the process-wide
+    event counters before and after: every live server's sweep adds to them (an earlier test's
+    mail stalling or failing late), and under load that lands inside the test's window. Ask for
+    it before ``api``, which then starts (or takes) the test's own server."""
+    _stop_shared_servers()
+
+
 def _shareable(settings: Settings, request: pytest.FixtureRequest) -> bool:
     return settings.embedded and request.node.get_closest_marker("fresh_server") is None
 

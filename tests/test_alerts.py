@@ -448,7 +448,7 @@ def test_the_shipped_alert_rules_parse_and_name_metrics_a_scrape_has(api: Api) -
         assert not missing, f"{name} names metrics /metrics does not have: {missing}"
 
 
-def test_an_alert_that_fails_is_not_counted_as_a_failed_delivery(api: Api) -> None:
+def test_an_alert_that_fails_is_not_counted_as_a_failed_delivery(alone: None, api: Api) -> None:
     """``inbots_deliveries_failed_total`` counts deliveries (new mail): an alert whose webhook
     attempts run out is counted by ``inbots_alert_notifications_total{result="failed"}``, and
     the rule for failed deliveries does not fire for it."""

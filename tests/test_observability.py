@@ -145,7 +145,7 @@ def scrape(client: httpx.Client, **kw: Any) -> tuple[str, Samples]:
     return response.text, metric_samples(response.text)
 
 
-def test_metrics_match_what_happened(api: Api, request: pytest.FixtureRequest) -> None:
+def test_metrics_match_what_happened(alone: None, api: Api, request: pytest.FixtureRequest) -> None:
     # Event counters live in this (test) process and add up across tests: compare the change.
     _, before = scrape(api.client)
     scene: Scene = request.getfixturevalue("scene")
