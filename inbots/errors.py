@@ -159,6 +159,7 @@ _WHERE = {
     "message": ("msg_… (or your delivery id, dlv_…)", "GET /v1/inbox, or check_inbox"),
     "delivery": ("dlv_…", "GET /v1/inbox (an agent's own), or GET /v1/deliveries (the operator)"),
     "held message": ("msg_…", "GET /v1/approvals (or inbots pending)"),
+    "event": ("evt_…", "GET /v1/events"),
     "agent": (
         "ag_… or a username",
         "GET /v1/directory, or the list_agents tool (the operator: GET /v1/agents)",

@@ -65,6 +65,24 @@ def test_held_mail_moves_its_thread_only_when_approved(api: Api) -> None:
     assert after > before and after == decided["approved_at"]
 
 
+def test_the_senders_receipts_carry_the_gates_stamps(api: Api) -> None:
+    """A held message's receipts say ``held`` with ``held_at``; approved, they carry
+    ``approved_at`` too (the time the decision gave); a message never held has neither field."""
+    alice, _bob, thread, sent = held_send(api)
+    message_id = sent["message"]["id"]
+    (receipt,) = alice.ok("GET", f"/messages/{message_id}")["receipts"]
+    assert receipt["state"] == "held" and receipt["held_at"].endswith("Z")
+    assert "approved_at" not in receipt and "rejected_at" not in receipt
+    decided = api.ok("POST", f"/approvals/{message_id}/approve")
+    (item,) = alice.ok("GET", "/outbox", params={"thread": thread})["items"]
+    (receipt,) = item["receipts"]
+    assert receipt["approved_at"] == decided["approved_at"]
+    assert receipt["held_at"] <= receipt["approved_at"]
+    plain = alice.send(thread, "Just a note")  # a note, not a task: never held
+    (receipt,) = alice.ok("GET", f"/messages/{plain['message']['id']}")["receipts"]
+    assert not {"held_at", "approved_at", "rejected_at"} & receipt.keys()
+
+
 # The policy.
 
 

@@ -14,6 +14,7 @@ from sqlalchemy import func, select
 
 from inbots.db.engine import Database
 from inbots.deliveries.models import Delivery
+from inbots.kit.paging import encode_cursor
 from inbots.messages.models import Message
 from inbots.threads.models import Participant, Thread
 from tests.helpers import Api, Caller, assert_error
@@ -289,6 +290,50 @@ def test_wrong_method_is_405_envelope(api: Api, scene: Scene) -> None:
 def test_unknown_thread_id_is_404(scene: Scene) -> None:
     response = scene.alpha.post("/threads/th_doesnotexist/messages", json={"body": "x"})
     assert_error(response, 404, "not_found")
+
+
+def test_every_not_found_names_the_ids_shape_and_the_call_that_lists_them(
+    api: Api, scene: Scene
+) -> None:
+    """agents-and-governance.md §4: a not-found names the id's expected shape and the call that
+    lists them, for each kind of id (an event's too)."""
+    cases = [
+        (scene.alpha, "/threads/nope", "th_…", "GET /v1/threads"),
+        (scene.alpha, "/messages/nope", "msg_…", "GET /v1/inbox"),
+        (api, "/deliveries/nope", "dlv_…", "GET /v1/deliveries"),
+        (api, "/agents/nope", "ag_…", "GET /v1/agents"),
+        (api, "/events/nope", "evt_…", "GET /v1/events"),
+    ]
+    for caller, path, shape, listing in cases:
+        error = assert_error(caller.call("GET", path), 404, "not_found", label=path)
+        assert shape in error["message"] and listing in error["message"], (path, error)
+    held = api.call("POST", "/approvals/nope/approve", json={})
+    error = assert_error(held, 404, "not_found")
+    assert "msg_…" in error["message"] and "GET /v1/approvals" in error["message"], error
+
+
+@pytest.mark.parametrize(
+    "moment", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-05:00"], ids=["year0", "year10000"]
+)
+def test_a_time_outside_the_years_once_in_utc_is_422_not_a_crash(
+    api: Api, scene: Scene, moment: str
+) -> None:
+    """A well-formed RFC 3339 time whose UTC falls before year 1 or after 9999 is refused naming
+    the field, everywhere a time is read from the caller (and a forged thread-list cursor
+    carrying one is not one the server gave out)."""
+    thread = scene.thread_id
+    calls = [
+        ("/inbox", {"since": moment}, "since"),
+        ("/search", {"q": "first", "since": moment}, "since"),
+        ("/search", {"q": "first", "until": moment}, "until"),
+        (f"/threads/{thread}/messages", {"since": moment}, "since"),
+        ("/threads", {"cursor": encode_cursor(f"{moment}|{thread}")}, "cursor"),
+    ]
+    for path, params, field in calls:
+        response = scene.beta.get(path, params=params)
+        error = assert_error(response, 422, "validation_error", label=(path, params))
+        assert error["field"] == field, (path, error)
+    assert scene.beta.ok("GET", "/inbox")["waiting"] == 1  # and the caller can go on
 
 
 # --- odd inputs: never a 500, always the envelope ---------------------------------------------
@@ -661,6 +706,46 @@ def test_an_unknown_field_is_refused_not_dropped(scene: Scene) -> None:
         assert_error(scene.alpha.post(path, json=body), 422, "unknown_field")
 
 
+def test_a_call_that_takes_no_body_refuses_fields_before_it_acts(
+    api: Api, scene: Scene, raw: httpx.Client
+) -> None:
+    """``close``, ``close-request``, ``received`` and a webhook rotation take no body: one with
+    fields is 422 unknown_field naming the first (the call is not made as if it had been read),
+    other content is 422; nothing, ``{}`` and ``null`` pass. 401 still comes first."""
+    thread, delivery = scene.thread_id, scene.delivery_id
+    # A loopback URL nothing listens on: "hooked" is in no thread, so nothing is sent to it.
+    idle = "http://127.0.0.1:9/hook"
+    hooked = api.ok("POST", "/agents", 201, json={"name": "hooked", "webhook_url": idle})
+    secret = hooked["webhook"]["signing_secret"]
+    refused = [
+        (api, f"/threads/{thread}/close", {"force": True}),
+        (scene.alpha, f"/threads/{thread}/close-request", {"reason": "done"}),
+        (scene.beta, f"/deliveries/{delivery}/received", {"zzz": 1}),
+        (api, f"/agents/{hooked['id']}/webhook/rotate", {"grace_seconds": 60}),
+    ]
+    for caller, path, body in refused:
+        error = assert_error(caller.post(path, json=body), 422, "unknown_field", label=path)
+        assert error["field"] == next(iter(body)), error
+        assert "takes no body" in error["message"], error
+        for content in (b"[1]", b'"text"', b"{not json"):
+            response = caller.post(path, content=content, headers=JSON)
+            assert_error(response, 422, "validation_error", label=(path, content))
+        unauthenticated = raw.post(f"{api.base_url}/v1{path}", json=body)
+        assert unauthenticated.status_code == 401, unauthenticated.text
+    # Nothing happened: the thread is open, the delivery not stamped, the secret the same.
+    assert api.ok("GET", f"/threads/{thread}")["status"] == "open"
+    assert api.delivery(delivery)["delivered_at"] is None
+    assert api.ok("GET", f"/agents/{hooked['id']}/webhook")["signing_secret"] == secret
+    # Nothing, {} and null are no body at all.
+    scene.beta.ok("POST", f"/deliveries/{delivery}/received")
+    assert api.delivery(delivery)["delivered_at"] is not None
+    scene.alpha.ok("POST", f"/threads/{thread}/close-request", 202, json={})
+    response = api.post(f"/threads/{thread}/close", content=b"null", headers=JSON)
+    assert response.status_code == 200, response.text
+    rotated = api.ok("POST", f"/agents/{hooked['id']}/webhook/rotate", json={})
+    assert rotated["signing_secret"] != secret
+
+
 def test_a_json_body_sent_as_another_type_says_the_content_type_is_wrong(
     scene: Scene, database: Database
 ) -> None:
@@ -733,4 +818,19 @@ def test_the_send_routes_document_their_429(api: Api) -> None:
         refused = spec["paths"][path]["post"]["responses"]["429"]
         assert "rate_limited" in refused["description"], (path, refused)
         schema = refused["content"]["application/json"]["schema"]
+        assert schema["$ref"].endswith("/ErrorEnvelope"), (path, schema)
+
+
+def test_the_routes_that_answer_expired_document_their_410(api: Api) -> None:
+    """Reading, marking received and working on an expired delivery answer 410 ``expired``:
+    /openapi.json says so on those three routes, with the error envelope."""
+    spec = api.client.get("/openapi.json").json()
+    for path, method in (
+        ("/v1/messages/{message_or_delivery_id}", "get"),
+        ("/v1/deliveries/{delivery_id}/received", "post"),
+        ("/v1/deliveries/{delivery_id}/working", "post"),
+    ):
+        gone = spec["paths"][path][method]["responses"]["410"]
+        assert "expired" in gone["description"], (path, gone)
+        schema = gone["content"]["application/json"]["schema"]
         assert schema["$ref"].endswith("/ErrorEnvelope"), (path, schema)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
@@ -17,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from inbots.auth import service as auth
 from inbots.auth.service import Caller
 from inbots.db.uow import UnitOfWork, run_unit
+from inbots.errors import Invalid, UnknownField
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -134,6 +136,8 @@ class AuthFirstRoute(APIRoute):
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
+        if self.body_field is None and (self.methods or set()) & _BODY_METHODS:
+            handler = _refusing_a_body(handler)
         if not _needs_caller(self.dependant):
             return handler
         role = _role_of(self.dependant)
@@ -150,3 +154,34 @@ class AuthFirstRoute(APIRoute):
             return await handler(request)
 
         return authenticated
+
+
+_BODY_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+_NO_BODY = (b"", b"{}", b"null")
+
+
+def _refusing_a_body(
+    handler: Callable[[Request], Coroutine[Any, Any, Response]],
+) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+    """A call that takes no body refuses one with fields, as a call with a body refuses a field
+    it does not have (422 ``unknown_field``), before it acts: ``{"force": true}`` on ``close``
+    must not close the thread as if the flag had been read. Nothing, ``{}`` and ``null`` pass."""
+
+    async def checked(request: Request) -> Response:
+        raw = (await request.body()).strip()
+        if raw not in _NO_BODY and raw.replace(b" ", b"") not in _NO_BODY:
+            try:
+                data = json.loads(raw)
+            except ValueError:
+                data = None
+            if isinstance(data, dict) and data:
+                name = str(next(iter(data)))
+                raise UnknownField(
+                    f"{name} is not a field of this request; it takes no body "
+                    "(send none, or {}).",
+                    field=name,
+                )
+            raise Invalid("This call takes no body: send none (or {}).")
+        return await handler(request)
+
+    return checked

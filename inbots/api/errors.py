@@ -50,6 +50,14 @@ RATE_LIMITED: dict[str, Any] = {
     "Retry-After); nothing of it was stored",
 }
 
+# The recipient's own reads and stamps of a delivery whose message's ttl_seconds passed.
+EXPIRED: dict[int | str, dict[str, Any]] = {
+    410: {
+        "model": ErrorEnvelope,
+        "description": "The message's ttl_seconds passed before it was acknowledged (expired)",
+    }
+}
+
 _STATUS_CODES = {
     400: "bad_request",
     401: "unauthorized",

@@ -26,6 +26,8 @@ def receipt_fields(delivery: Delivery, recipient: str) -> dict[str, Any]:
         "acknowledged_at": delivery.acknowledged_at,
         "outcome": delivery.outcome,
         "note": delivery.note,
+        "held_at": delivery.held_at,
+        "approved_at": delivery.approved_at,
         "rejected_at": delivery.rejected_at,
         "rejection_reason": delivery.rejection_reason,
     }

@@ -100,7 +100,10 @@ class Receipt(Model):
     acknowledged_at: Timestamp | None
     outcome: str | None
     note: str | None  # the acknowledgement's note
-    # The approval gate: present only when the operator rejected the message (state rejected).
+    # The approval gate: present only on deliveries of a held message (held_at), once the
+    # operator approved it (approved_at) or rejected it (rejected_at, rejection_reason).
+    held_at: Timestamp | None = Field(default=None, exclude_if=lambda value: value is None)
+    approved_at: Timestamp | None = Field(default=None, exclude_if=lambda value: value is None)
     rejected_at: Timestamp | None = Field(default=None, exclude_if=lambda value: value is None)
     rejection_reason: str | None = Field(default=None, exclude_if=lambda value: value is None)
 

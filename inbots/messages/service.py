@@ -33,7 +33,7 @@ from inbots.errors import (
     ThreadNotOpen,
     not_found,
 )
-from inbots.kit.clock import utcnow
+from inbots.kit.clock import in_utc, utcnow
 from inbots.kit.ids import kind_of, new_id
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
 from inbots.kit.text import shown_summary
@@ -486,7 +486,10 @@ def _parse_since(since: str | None, uow: UnitOfWork) -> tuple[str | None, dateti
         ) from None
     if moment.tzinfo is None:
         raise Invalid("since must carry a time zone (end it with Z for UTC).", field="since")
-    return None, moment
+    utc = in_utc(moment)
+    if utc is None:
+        raise Invalid("since must be a time within the years 1 to 9999 in UTC.", field="since")
+    return None, utc
 
 
 @mostly_reads

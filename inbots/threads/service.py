@@ -17,7 +17,7 @@ from inbots.db.uow import UnitOfWork, reads
 from inbots.deliveries.models import Delivery
 from inbots.errors import Conflict, Forbidden, Invalid, NoRecipients, ThreadNotOpen, not_found
 from inbots.events import service as events
-from inbots.kit.clock import rfc3339, utcnow
+from inbots.kit.clock import in_utc, rfc3339, utcnow
 from inbots.kit.ids import new_id
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
 from inbots.threads.models import CLOSE_REQUESTED, CLOSED, OPEN, STATUSES, Participant, Thread
@@ -326,9 +326,10 @@ def _after(cursor: str | None) -> tuple[datetime, str] | None:
         at = datetime.fromisoformat(stamp)
     except ValueError:
         raise Invalid("cursor is not one this server gave out.", field="cursor") from None
-    if not last_id.startswith("th_") or at.tzinfo is None:
+    utc = in_utc(at) if at.tzinfo is not None else None
+    if not last_id.startswith("th_") or utc is None:
         raise Invalid("cursor is not one this server gave out.", field="cursor")
-    return at, last_id
+    return utc, last_id
 
 
 @reads

@@ -3,6 +3,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from inbots.api.deps import AuthFirstRoute, Ctx, OperatorCtx
+from inbots.api.errors import EXPIRED
 from inbots.deliveries import service
 from inbots.deliveries.schemas import DeliveryDetail, DeliveryPage, DeliveryRead, WorkingRequest
 
@@ -41,7 +42,7 @@ def redeliver(ctx: OperatorCtx, delivery_id: str) -> DeliveryRead:
     return ctx.run(service.redeliver, delivery_id)
 
 
-@router.post("/deliveries/{delivery_id}/working", response_model=DeliveryRead)
+@router.post("/deliveries/{delivery_id}/working", response_model=DeliveryRead, responses=EXPIRED)
 def working(ctx: Ctx, delivery_id: str, body: WorkingRequest | None = None) -> DeliveryRead:
     """The recipient is working on this delivery: stamps ``working_at`` again on every call (a
     heartbeat; not stalled until ``INBOTS_WORKING_STALL_SECONDS`` pass without one), with an

@@ -3,6 +3,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from inbots.api.deps import AuthFirstRoute, Ctx, OperatorCtx, rendered
+from inbots.api.errors import EXPIRED
 from inbots.deliveries import service, wait
 from inbots.deliveries.schemas import AckRequest, AckResult, DeliveryRead, Inbox, Waited
 from inbots.messages import service as messages
@@ -81,7 +82,9 @@ def outbox(
     return ctx.run(messages.outbox, state, thread, limit, cursor)
 
 
-@router.get("/messages/{message_or_delivery_id}", response_model=MessageWithDelivery)
+@router.get(
+    "/messages/{message_or_delivery_id}", response_model=MessageWithDelivery, responses=EXPIRED
+)
 def read_message(
     ctx: Ctx, message_or_delivery_id: str, ack: str | None = None, note: str | None = None
 ) -> MessageWithDelivery:
@@ -93,7 +96,7 @@ def read_message(
     return ctx.run(messages.read_and_acknowledge, message_or_delivery_id, ack, note)
 
 
-@router.post("/deliveries/{delivery_id}/received", response_model=DeliveryRead)
+@router.post("/deliveries/{delivery_id}/received", response_model=DeliveryRead, responses=EXPIRED)
 def received(ctx: Ctx, delivery_id: str) -> DeliveryRead:
     """A webhook handler confirms it woke its agent: stamps delivered."""
     return ctx.run(service.mark_received, delivery_id)
