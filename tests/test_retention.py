@@ -215,9 +215,14 @@ def test_inbots_purge_through_the_cli(
     assert empty.returncode == 1, empty
     assert empty.stderr.count("\n") == 1 and "inbots db upgrade" in empty.stderr, empty.stderr
 
-    off = purge_cli("--dry-run")
-    assert off.returncode == 2, off
+    off = purge_cli("--dry-run")  # retention off: nothing goes, and the note says how to purge
+    assert off.returncode == 0, off
+    assert off.stdout.strip() == "Would delete nothing: retention is off.", off.stdout
     assert "INBOTS_RETENTION_DAYS" in off.stderr and "--days" in off.stderr
+    off_json = json.loads(purge_cli("--output", "json").stdout)
+    assert off_json["days"] == 0 and off_json["closed_before"] is None
+    assert (off_json["dry_run"], off_json["threads"], off_json["messages"]) == (False, 0, 0)
+    assert of_threads(database, [gone])["threads"] == 1  # nothing deleted
 
     dry = purge_cli("--dry-run", "--days", "5", "--output", "json")
     assert dry.returncode == 0, dry.stderr

@@ -422,11 +422,12 @@ def purge(
         fail("--output takes table or json.", EXIT_USAGE)
     settings = settings_or_exit()
     window = settings.retention_days if days is None else days
-    if window <= 0:
-        fail(
-            "Retention is off (INBOTS_RETENTION_DAYS is 0): pass --days N to delete threads "
-            "closed more than N days ago, or set INBOTS_RETENTION_DAYS.",
-            EXIT_USAGE,
+    if window <= 0:  # keep forever: nothing goes, and the note says how to purge anyway
+        print(
+            "Retention is off (INBOTS_RETENTION_DAYS is 0, mail is kept forever): nothing "
+            "goes. Pass --days N to delete threads closed more than N days ago, or set "
+            "INBOTS_RETENTION_DAYS.",
+            file=sys.stderr,
         )
     db = Database(settings)
     try:
@@ -447,6 +448,9 @@ def purge(
         print(json.dumps(counts))
         return
     verb = "Would delete" if dry_run else "Deleted"
+    if report.cutoff is None:
+        out.print(f"{verb} nothing: retention is off.", highlight=False)
+        return
     out.print(
         f"{verb} {report.threads} threads closed before {counts['closed_before']} "
         f"({window:g} days): {report.messages} messages, {report.deliveries} deliveries, "
