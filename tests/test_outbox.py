@@ -120,6 +120,10 @@ def test_outbox_pages_by_cursor_and_filters_by_thread(api: Api) -> None:
     assert [i["message"]["id"] for i in only["items"]] == [elsewhere]
     bad = lead.get("/outbox", params={"cursor": "!!"})
     error_message(bad, 422, "validation_error", "cursor")
+    # Not a thread id at all is refused as search refuses it; an unknown one just matches none.
+    wrong = lead.get("/outbox", params={"thread": "garbage"})
+    assert "th_…" in error_message(wrong, 422, "validation_error", "thread")
+    assert lead.ok("GET", "/outbox", params={"thread": "th_unknown"})["items"] == []
 
 
 def test_outbox_leaves_out_closed_threads_for_agents_not_for_the_operator(api: Api) -> None:

@@ -647,6 +647,12 @@ def outbox(
             "receipts is in that state).",
             field="state",
         )
+    thread = thread or None
+    if thread is not None and kind_of(thread) != "thread":
+        raise Invalid(
+            "thread must be a thread id (th_…), as list_threads (GET /v1/threads) gives them.",
+            field="thread",
+        )
     count = clamp_limit(limit, s.list_default, s.list_max)
     after = decode_cursor(cursor)
     stmt = select(Message).where(
