@@ -343,8 +343,18 @@ def test_errors_are_one_line_with_an_exit_code_per_kind(api: Api) -> None:
 
     wrong = inbots(api, "agents", "list", INBOTS_OPERATOR_TOKEN="ops_not_a_real_token")
     assert_one_line_error(wrong, 4, "unauthorized", "401")
-    agent_key = api.agent("sneaky").token
-    assert_one_line_error(inbots(api, "stats", INBOTS_OPERATOR_TOKEN=agent_key), 4, "403")
+    sneaky = api.agent("sneaky")
+    agent_key = sneaky.token
+    # An agent key is refused before any request: the desk is the operator's alone (inbox and
+    # reply would otherwise have worked on the agent's own mail, as the agent).
+    thread = api.open_thread("For sneaky", ["sneaky"])["id"]
+    sent = api.send(thread, "hello")
+    to_sneaky = sent["message"]["id"]
+    for args in (("stats",), ("inbox",), ("reply", to_sneaky, "posted as sneaky?")):
+        as_agent = inbots(api, *args, INBOTS_OPERATOR_TOKEN=agent_key)
+        assert_one_line_error(as_agent, 4, "agent key", "ops_")
+    assert [m["sender"] for m in api.ok("GET", f"/threads/{thread}")["messages"]] == ["operator"]
+    assert api.delivery(sent["deliveries"][0]["id"])["delivered_at"] is None  # never listed
     assert agent_key not in wrong.stderr
 
     nowhere = f"http://127.0.0.1:{free_port()}"

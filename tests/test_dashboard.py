@@ -24,8 +24,10 @@ import httpx
 import pytest
 from sqlalchemy import delete
 
+from inbots.dashboard.pages import STATE_CHIPS
 from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
+from inbots.deliveries.state import STATES
 from inbots.workspaces.models import OperatorToken
 from tests.helpers import Api
 from tests.receivers import FAST, always, receiver
@@ -960,6 +962,50 @@ def test_the_inbox_count_in_the_nav_updates_without_reload(signed_in: Dashboard,
     api.agent("pinger").ok("POST", "/messages", 201, json={"to": ["operator"], "body": "ping"})
     signed_in.wait(lambda: signed_in.find("#nav-inbox-count").text == "1", 12, "the new count")
     assert signed_in.driver.execute_script("return window.__sameDocument") == "yes"
+
+
+def test_the_approvals_count_in_the_nav_updates_without_reload(
+    signed_in: Dashboard, api: Api
+) -> None:
+    api.ok("PUT", "/policy", json=APPROVAL_POLICY)
+    lead, _worker = api.agent("lead"), api.agent("worker")
+    signed_in.go("/agents")
+    assert signed_in.wait_for("#nav-approvals-count").text == "0"
+    signed_in.driver.execute_script("window.__sameDocument = 'yes';")
+    thread = lead.open_thread("Ops", ["worker"])["id"]
+    lead.send(thread, "Restart the cluster", kind="task", summary="Restart it")
+    signed_in.wait(lambda: signed_in.find("#nav-approvals-count").text == "1", 12, "the count")
+    assert signed_in.driver.execute_script("return window.__sameDocument") == "yes"
+
+
+def test_the_overview_counts_every_state_and_they_add_up_to_the_total(
+    signed_in: Dashboard, api: Api
+) -> None:
+    """Held and rejected mail (and every other state) has its chip: the chips add up to the
+    deliveries stored."""
+    assert set(STATE_CHIPS) == set(STATES)
+    api.ok("PUT", "/policy", json=APPROVAL_POLICY)
+    lead, worker = api.agent("lead"), api.agent("worker")
+    thread = lead.open_thread("Ops", ["worker"])["id"]
+    lead.send(thread, "Status: all green")
+    held = lead.send(thread, "Restart the cluster", kind="task", summary="Restart it")
+    refused = lead.send(thread, "Wipe the cache", kind="task", summary="Wipe it")
+    api.ok("POST", f"/approvals/{refused['message']['id']}/reject", json={"reason": "No"})
+    assert held["held"] is True
+    signed_in.go("/")
+
+    def chips() -> dict[str, int]:
+        counted: dict[str, int] = {}
+        for chip in signed_in.find_all(".state-chip"):
+            strong = chip.find_element(By.CSS_SELECTOR, "strong")
+            counted[chip.get_attribute("data-state") or ""] = int(strong.text)
+        return counted
+
+    shown = signed_in.read(chips)
+    assert set(shown) == set(STATES), shown
+    assert (shown["held"], shown["rejected"]) == (1, 1), shown
+    assert sum(shown.values()) == 3, shown
+    assert worker.inbox()["returned"] == 1
 
 
 def test_new_actions_refuse_a_missing_or_wrong_csrf_token_and_a_foreign_origin(

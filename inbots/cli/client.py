@@ -23,6 +23,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from inbots.kit.tokens import AGENT_KEY_PREFIX
+
 EXIT_REFUSED = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
@@ -92,6 +94,12 @@ class Client:
                 "INBOTS_OPERATOR_TOKEN holds characters no token has (spaces, line breaks or "
                 "non-ASCII); copy it again.",
                 EXIT_USAGE,
+            )
+        if token.startswith(AGENT_KEY_PREFIX):  # the operator's desk is the operator's alone
+            raise CliError(
+                "INBOTS_OPERATOR_TOKEN holds an agent key (agt_…): operator commands need the "
+                "operator token (ops_…). An agent uses its key over HTTP or MCP.",
+                EXIT_AUTH,
             )
         self.url = url.rstrip("/")
         self.progress = progress

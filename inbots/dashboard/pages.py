@@ -46,6 +46,23 @@ def _ops_rows(uow: UnitOfWork, caller: Caller, items: list[DeliveryRead]) -> lis
     return [OpsRow(d, context.get(d.id), attempts.get(d.id, [])) for d in items]
 
 
+# The overview's chips: every derived state, in the order mail moves through them, then the
+# approval gate's and expiry's (tests check that none of STATES is left out).
+STATE_CHIPS = (
+    "accepted",
+    "notified",
+    "delivered",
+    "fetched",
+    "working",
+    "acknowledged",
+    "stalled",
+    "failed",
+    "held",
+    "rejected",
+    "expired",
+)
+
+
 def overview(uow: UnitOfWork, caller: Caller) -> dict[str, Any]:
     """Counters, and the stalled and failed deliveries with their attempt logs."""
     stats = get_stats(uow, caller)
@@ -56,6 +73,7 @@ def overview(uow: UnitOfWork, caller: Caller) -> dict[str, Any]:
         "stalled": _ops_rows(uow, caller, stalled),
         "failed": _ops_rows(uow, caller, failed),
         "ops_limit": OPS_LIMIT,
+        "state_chips": STATE_CHIPS,
     }
 
 

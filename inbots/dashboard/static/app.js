@@ -34,14 +34,20 @@
     return false;
   }
 
-  function countWaiting() {
-    var fresh = document.getElementById("inbox-waiting");
-    var shown = document.getElementById("nav-inbox-count");
+  // The counts in the navigation, from the hidden spans a partial page carries.
+  function countOne(freshId, shownId, label) {
+    var fresh = document.getElementById(freshId);
+    var shown = document.getElementById(shownId);
     if (!fresh || !shown) return;
     var count = fresh.getAttribute("data-count");
     shown.textContent = count;
-    shown.setAttribute("aria-label", count + " waiting");
+    shown.setAttribute("aria-label", count + " " + label);
     shown.classList.toggle("nav-count-on", count !== "0");
+  }
+
+  function countWaiting() {
+    countOne("inbox-waiting", "nav-inbox-count", "waiting");
+    countOne("approvals-pending", "nav-approvals-count", "waiting for approval");
   }
 
   function mark(ok) {
