@@ -547,6 +547,18 @@ def test_output_option_errors(api: Api) -> None:
     assert same == api.ok("GET", "/agents")
 
 
+def test_a_piped_table_keeps_a_row_on_one_line_whatever_the_body_holds(api: Api) -> None:
+    """Line breaks and tabs in a body (and a long summary) never fold a row of a piped table."""
+    worker = api.agent("worker")
+    thread = api.open_thread("Odd bodies", ["worker"])["id"]
+    summary = "A summary long enough to take most of a line at eighty columns, and then more"
+    worker.send(thread, "first line\nsecond\twith a tab\r\nthird", summary=summary)
+    table = ok_at(api, "inbox", "--bodies", "--output", "table").stdout
+    (row,) = [line for line in table.splitlines() if "first line" in line]
+    assert "second with a tab third" in row, table
+    assert "\t" not in table, table
+
+
 def test_the_operators_desk_inbox_reply_ack_and_watch_for_operator(api: Api) -> None:
     worker = api.agent("worker")
     thread = api.open_thread("Nightly build", ["worker"])

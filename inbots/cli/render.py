@@ -197,8 +197,9 @@ def plain(value: Any) -> str:
 
 
 def cell(value: Any) -> str:
-    """A value for a table cell: :func:`plain`, on one line, so a row stays one line."""
-    return " ".join(plain(value).splitlines())
+    """A value for a table cell: :func:`plain`, on one line, so a row stays one line (a tab is
+    a space too: Rich expands it to the next tab stop, which can push a cell past its width)."""
+    return " ".join(plain(value).splitlines()).replace("\t", " ")
 
 
 def when(value: str | None) -> str:
