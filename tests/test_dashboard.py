@@ -1038,6 +1038,39 @@ def test_new_actions_refuse_a_missing_or_wrong_csrf_token_and_a_foreign_origin(
         assert asker.ok("GET", "/outbox")["items"][0]["receipts"][0]["outcome"] == "done"
 
 
+def test_a_reply_goes_where_the_delivery_in_its_path_says_never_elsewhere(
+    signed_in: Dashboard, api: Api
+) -> None:
+    """The reply form's thread and message come from the operator's own delivery in the URL:
+    a delivery that is not the operator's is 404 and posts nothing; thread or message fields
+    added to the form change nothing."""
+    asker, other = api.agent("asker"), api.agent("other")
+    asked = asker.ok("POST", "/messages", 201, json={"to": ["operator"], "body": "Ship it?"})
+    mine = asked["deliveries"][0]["id"]
+    elsewhere = api.open_thread("Not a reply", ["other"])["id"]
+    to_other = api.send(elsewhere, "for other")["deliveries"][0]["id"]  # the operator's send
+    cookies = {"inbots_session": signed_in.session_cookie()["value"]}
+    with httpx.Client(cookies=cookies, follow_redirects=False) as client:
+        csrf = form_of(client, f"{api.base_url}/inbox/{mine}")
+        refused = client.post(
+            f"{api.base_url}/inbox/{to_other}/reply", data={"csrf": csrf, "body": "sneaky"}
+        )
+        assert refused.status_code == 404, refused.text
+        assert [m["body"] for m in api.ok("GET", f"/threads/{elsewhere}")["messages"]] == [
+            "for other"
+        ]
+        posted = client.post(
+            f"{api.base_url}/inbox/{mine}/reply",
+            data={"csrf": csrf, "body": "Yes", "thread_id": elsewhere, "message_id": "msg_x"},
+        )
+        assert posted.status_code == 303, posted.text
+    (reply,) = asker.inbox(include="body")["items"]
+    assert reply["body"] == "Yes" and reply["thread_id"] == asked["message"]["thread_id"]
+    read = asker.ok("GET", f"/messages/{reply['message_id']}")["message"]
+    assert read["reply_to"] == asked["message"]["id"]
+    assert other.inbox()["returned"] == 1  # only the operator's first send
+
+
 def test_another_workspaces_agents_and_mail_stay_out_of_reach(
     signed_in: Dashboard, api: Api, other_api: Api
 ) -> None:

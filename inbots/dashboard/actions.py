@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from inbots.agents import service as agents
 from inbots.auth.service import Caller
 from inbots.db.uow import UnitOfWork
+from inbots.deliveries import service as deliveries
 from inbots.messages import service as messages
-from inbots.messages.schemas import MessageCreate
+from inbots.messages.schemas import MessageCreate, SendResult
 from inbots.threads import service as threads
 from inbots.threads.schemas import ThreadCreate, ThreadRead
 from inbots.webhooks import service as webhooks
@@ -29,6 +30,15 @@ def open_thread(
     if first is not None:
         messages.send_message(uow, caller, opened.id, first)
     return opened
+
+
+def reply(uow: UnitOfWork, caller: Caller, delivery_id: str, answer: MessageCreate) -> SendResult:
+    """The reply form of a message in the operator's inbox: ``POST /v1/threads/{id}/messages``
+    in its delivery's thread with ``reply_to`` its message, both read from the operator's own
+    delivery (404 if it is not one), never taken from the form."""
+    delivery = deliveries.own_delivery(uow, caller, delivery_id)
+    answer = answer.model_copy(update={"reply_to": delivery.message_id})
+    return messages.send_message(uow, caller, delivery.thread_id, answer)
 
 
 @dataclass(frozen=True)

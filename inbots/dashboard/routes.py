@@ -842,22 +842,17 @@ def inbox_reply(
     request: Request,
     delivery_id: str,
     csrf: Csrf = "",
-    message_id: Text = "",
-    thread_id: Text = "",
     body: Text = "",
     summary: Text = "",
     kind: Text = "",
 ) -> Response:
-    """A reply in the message's thread: ``POST /v1/threads/{id}/messages`` with ``reply_to``."""
+    """A reply in the message's thread: ``POST /v1/threads/{id}/messages`` with ``reply_to``,
+    the thread and the message those of the delivery in the path (the operator's own)."""
     session = _form_session(request, csrf)
     form = {"form": "reply", "body": body, "summary": summary, "kind": kind}
     try:
-        message = _request(
-            MessageCreate,
-            **_message_fields(body, summary, kind, ""),
-            reply_to=_optional(message_id),
-        )
-        _write(request, session, messages.send_message, thread_id, message)
+        message = _request(MessageCreate, **_message_fields(body, summary, kind, ""))
+        _write(request, session, actions.reply, delivery_id, message)
     except InbotsError as exc:
         return _page(
             request,

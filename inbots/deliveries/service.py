@@ -314,7 +314,9 @@ def has_unshown(uow: UnitOfWork, caller: Caller) -> bool:
     return found is not None
 
 
-def _own_delivery(uow: UnitOfWork, caller: Caller, delivery_id: str) -> Delivery:
+def own_delivery(uow: UnitOfWork, caller: Caller, delivery_id: str) -> Delivery:
+    """The caller's own delivery, released to it, in a thread that is not closed: else 404
+    (410 when it expired)."""
     delivery = uow.session.scalars(
         select(Delivery)
         .join(Thread, Thread.id == Delivery.thread_id)
@@ -346,7 +348,7 @@ def expired_error(what: str, expired_at: datetime, ttl_seconds: int | None = Non
 @mostly_reads
 def mark_received(uow: UnitOfWork, caller: Caller, delivery_id: str) -> DeliveryRead:
     """A webhook handler confirms its agent was told: stamps delivered."""
-    delivery = _own_delivery(uow, caller, delivery_id)
+    delivery = own_delivery(uow, caller, delivery_id)
     shown(uow, [delivery])
     return to_read(delivery, caller.username)
 
