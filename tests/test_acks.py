@@ -163,6 +163,15 @@ def test_ack_mixed_batch_reports_each_id_in_its_bucket(api: Api) -> None:
     assert reader.inbox()["waiting"] == 0
 
 
+def test_one_delivery_named_twice_in_a_batch_is_acknowledged_once(api: Api) -> None:
+    """By its delivery id and by its message's id in one batch: the first name is listed as
+    acknowledged, the second as already (a repeat id is read once)."""
+    _, reader, _, sent = setup_mail(api, 1)
+    delivery, message = delivery_to(sent[0], "reader"), sent[0]["message"]["id"]
+    result = ack(reader, [delivery, delivery, message])
+    assert result == {"acknowledged": [delivery], "already": [message], "not_found": []}
+
+
 def test_ack_removes_the_delivery_from_the_inbox(api: Api) -> None:
     _, reader, _, sent = setup_mail(api, 2)
     assert reader.inbox()["waiting"] == 2

@@ -78,6 +78,7 @@ ALLOWED_LITERALS = [
     ("https://[2a00:1450:4001:82b::200e]/hook", "public IPv6"),
     ("http://[64:ff9b::5db8:d70e]/", "NAT64 carrying 93.184.215.14"),
     ("http://[2002:5db8:d70e::1]/", "6to4 carrying 93.184.215.14"),
+    ("http://[::ffff:93.184.215.14]/", "IPv4-mapped 93.184.215.14 (decoded: public)"),
 ]
 
 

@@ -531,11 +531,13 @@ def acknowledge(uow: UnitOfWork, caller: Caller, request: AckRequest) -> AckResu
             now,
         )
     acknowledged, already, missing, expired = [], [], [], []
+    counted: set[str] = set()  # a delivery named twice (by its id and its message's) is acked once
     for ident in wanted:
         if ident not in resolved:
             missing.append(ident)
-        elif resolved[ident] in done:
+        elif resolved[ident] in done and resolved[ident] not in counted:
             acknowledged.append(ident)
+            counted.add(resolved[ident])
         elif resolved[ident] in lapsed:
             expired.append(ident)
         else:

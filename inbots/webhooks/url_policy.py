@@ -96,6 +96,7 @@ def blocked_reason(ip: IPAddress) -> str | None:
         )
         and ip not in _6TO4
         and ip not in _NAT64
+        and ip.ipv4_mapped is None  # its IPv4, checked above, is what is connected to
     ):
         return f"{ip} is not a public address"
     return None
