@@ -157,7 +157,6 @@ class AuthFirstRoute(APIRoute):
 
 
 _BODY_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
-_NO_BODY = (b"", b"{}", b"null")
 
 
 def _refusing_a_body(
@@ -169,11 +168,12 @@ def _refusing_a_body(
 
     async def checked(request: Request) -> Response:
         raw = (await request.body()).strip()
-        if raw not in _NO_BODY and raw.replace(b" ", b"") not in _NO_BODY:
+        if raw:
+            no_body = Invalid("This call takes no body: send none (or {}).")
             try:
                 data = json.loads(raw)
             except ValueError:
-                data = None
+                raise no_body from None
             if isinstance(data, dict) and data:
                 name = str(next(iter(data)))
                 raise UnknownField(
@@ -181,7 +181,8 @@ def _refusing_a_body(
                     "(send none, or {}).",
                     field=name,
                 )
-            raise Invalid("This call takes no body: send none (or {}).")
+            if data is not None and data != {}:
+                raise no_body
         return await handler(request)
 
     return checked
