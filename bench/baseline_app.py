@@ -101,9 +101,10 @@ def make_engine(url: str) -> Engine:
             conn.exec_driver_sql(f"BEGIN {mode}")
 
         return engine
-    return create_engine(
-        url, pool_size=POOL_SIZE, max_overflow=POOL_SIZE, pool_pre_ping=True, pool_timeout=30
-    )
+    # No pre-ping: Inbots checks a pooled connection without a round trip (only one whose
+    # socket has something to read is pinged, see inbots/db/engine.py), which costs what no
+    # check costs on a healthy database.
+    return create_engine(url, pool_size=POOL_SIZE, max_overflow=POOL_SIZE, pool_timeout=30)
 
 
 class InsertIn(BaseModel):

@@ -24,7 +24,7 @@ from sqlalchemy.engine import make_url
 
 from inbots.config import Settings, load_settings
 from inbots.db.engine import Database
-from tests.conftest import PG_ADMIN_URL, ServerThread, free_port, new_workspace
+from tests.conftest import _EMPTIERS, PG_ADMIN_URL, ServerThread, free_port, new_workspace
 from tests.dbproxy import DatabaseProxy
 from tests.helpers import Api, metric_samples, sample
 
@@ -303,3 +303,41 @@ def test_long_polls_waiting_hold_no_database_connection(api: Api) -> None:
     for t in threads:
         t.join()
     assert answers == [200, 200, 200]
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+@pytest.mark.fresh_server
+def test_connections_the_database_ended_are_replaced_before_a_request_uses_them(
+    api: Api, db_url: str
+) -> None:
+    """PostgreSQL ends every connection of the server's pool (as a restart or an idle timeout
+    does): the requests after it, each one checking out a pooled connection, all succeed on new
+    ones. None answers 503 or 500 for a connection that was dead before it was handed out."""
+    agent = api.agent("survivor")
+    api.agent("peer")
+    thread = agent.open_thread("Across a restart", ["peer"])["id"]
+    for _ in range(3):  # several pooled connections, idle now
+        assert agent.get("/inbox").status_code == 200
+    database = make_url(db_url).database
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            ended = conn.execute(
+                text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                    " WHERE datname = :db AND pid <> pg_backend_pid()"
+                ),
+                {"db": database},
+            ).scalar_one()
+    finally:
+        admin.dispose()
+        emptier = _EMPTIERS.pop(db_url, None)  # this worker's emptier was ended too
+        if emptier is not None:
+            emptier.dispose()
+    assert ended >= 1  # the server's pooled connections (and this worker's emptier)
+    time.sleep(0.2)  # each ended backend's farewell has reached its socket
+    for n in range(6):
+        listed = agent.get("/inbox")
+        assert listed.status_code == 200, (n, listed.status_code, listed.text)
+    sent = agent.post(f"/threads/{thread}/messages", json={"body": "still here"})
+    assert sent.status_code == 201, sent.text
