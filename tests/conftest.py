@@ -229,7 +229,7 @@ def settings(db_url: str, settings_overrides: dict[str, object]) -> Settings:
     base: dict[str, object] = {
         "database_url": db_url,
         "webhook_allow_private": True,
-        "last_seen_resolution_seconds": 0,
+        "last_seen_resolution_seconds": 5.0,  # the default: activity written at most every 5 s
         # The send rate limit (120 a minute, bursts of 30) is off in tests unless a test turns
         # it on (tests/test_caps.py): many scenarios send more than a burst from one agent.
         "rate_limit_per_minute": 0,

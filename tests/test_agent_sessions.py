@@ -32,6 +32,7 @@ def named(label: str, agent: str = "worker/1.0") -> dict[str, str]:
     return {"X-Inbots-Session": label, "User-Agent": agent}
 
 
+@pytest.mark.parametrize("settings_overrides", [{"last_seen_resolution_seconds": 0}])
 def test_a_client_naming_its_session_is_listed_to_the_agent_and_the_operator(api: Api) -> None:
     bot = api.agent("bot")
     bot.ok("GET", "/inbox", headers=named("worker-1"))
@@ -104,6 +105,7 @@ def test_a_session_is_written_at_most_once_per_resolution(api: Api) -> None:
     assert len(bot.ok("GET", "/me/sessions")["items"]) == 2
 
 
+@pytest.mark.parametrize("settings_overrides", [{"last_seen_resolution_seconds": 0}])
 def test_an_mcp_session_is_a_session_with_its_client_info(api: Api) -> None:
     bot = api.agent("bot")
 
@@ -180,3 +182,43 @@ def test_the_dashboards_agents_page_lists_each_agents_sessions(api: Api) -> None
     assert "harness/2.1" in row and 'data-active="yes"' in row
     quiet = html[html.index('data-agent="quiet"') :]
     assert "none named" in quiet[: quiet.index("</tr>")]
+
+
+@pytest.mark.parametrize("settings_overrides", [{"last_seen_resolution_seconds": 0}])
+def test_the_mcp_session_id_given_out_is_the_id_the_session_is_listed_under(api: Api) -> None:
+    """The ``Mcp-Session-Id`` an ``initialize`` answer carries is the ``id`` of the session the
+    agent and the operator see, and later calls with it move that session on. Another agent
+    sending the same id gets a session of its own (under another id), never the first one."""
+    bot, other = api.agent("bot"), api.agent("other")
+    accept = {"Accept": "application/json, text/event-stream"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "1"},
+        },
+    }
+    opened = httpx.post(
+        f"{api.base_url}/mcp", json=initialize, headers={**accept, **bot.headers}, timeout=15
+    )
+    assert opened.status_code == 200, opened.text
+    given = opened.headers["mcp-session-id"]
+    assert re.fullmatch(r"ses_[0-9a-z]{26}", given), given
+    (listed,) = bot.ok("GET", "/me/sessions")["items"]
+    assert listed["id"] == given and listed["client"] == "probe/1"
+    assert [s["id"] for s in api.ok("GET", "/agents/bot/sessions")["items"]] == [given]
+
+    tools = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+    again = {**accept, **bot.headers, "Mcp-Session-Id": given, "MCP-Protocol-Version": "2025-06-18"}
+    assert httpx.post(f"{api.base_url}/mcp", json=tools, headers=again).status_code == 200
+    (moved,) = bot.ok("GET", "/me/sessions")["items"]
+    assert moved["id"] == given and moved["last_seen_at"] > listed["last_seen_at"]
+
+    borrowed = {**again, **other.headers}
+    assert httpx.post(f"{api.base_url}/mcp", json=tools, headers=borrowed).status_code == 200
+    (own,) = other.ok("GET", "/me/sessions")["items"]
+    assert own["id"] != given
+    assert [s["id"] for s in bot.ok("GET", "/me/sessions")["items"]] == [given]

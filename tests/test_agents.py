@@ -322,7 +322,9 @@ def test_never_connected_clears_on_first_call(api: Api) -> None:
     assert api.ok("GET", "/agents/late")["never_connected"] is False
 
 
-@pytest.mark.parametrize("settings_overrides", [{"active_seconds": 1.0}])
+@pytest.mark.parametrize(
+    "settings_overrides", [{"active_seconds": 1.0, "last_seen_resolution_seconds": 0}]
+)
 def test_active_after_a_call_and_inactive_after_active_seconds(api: Api) -> None:
     agent = api.agent("alpha")
     assert api.ok("GET", "/agents/alpha")["active"] is False
@@ -426,6 +428,7 @@ def test_directory_active_filter_takes_true_or_false_and_refuses_anything_else(
         assert_error(response, 422, "validation_error", field="active", label=value)
 
 
+@pytest.mark.parametrize("settings_overrides", [{"last_seen_resolution_seconds": 0}])
 def test_directory_is_most_recently_active_first(api: Api) -> None:
     caller = api.agent("caller")
     agents = {name: api.agent(name) for name in ("first", "second", "third")}

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import MetaData, String, Table, Text, select
 
 from inbots.agents.models import Agent
@@ -245,6 +246,7 @@ def test_api_key_is_shown_only_at_registration(api: Api) -> None:
 # --- activity -------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("settings_overrides", [{"last_seen_resolution_seconds": 0}])
 def test_authenticated_agent_call_stamps_last_seen_at(api: Api) -> None:
     agent = api.agent("alpha")
     assert api.ok("GET", "/agents/alpha")["last_seen_at"] is None

@@ -336,6 +336,29 @@ def test_a_time_outside_the_years_once_in_utc_is_422_not_a_crash(
     assert scene.beta.ok("GET", "/inbox")["waiting"] == 1  # and the caller can go on
 
 
+def test_every_time_the_caller_gives_is_read_the_same_way(api: Api, scene: Scene) -> None:
+    """The inbox, search and thread history read a time alike: RFC 3339 with ``Z`` or ``z``
+    (surrounding spaces ignored); a time without a zone is refused saying so, and text that is
+    no time is refused naming the field."""
+    thread = scene.thread_id
+    sites = [
+        ("/inbox", {}, "since"),
+        ("/search", {"q": "first"}, "since"),
+        ("/search", {"q": "first"}, "until"),
+        (f"/threads/{thread}/messages", {}, "since"),
+    ]
+    for path, params, field in sites:
+        for moment in ("2026-11-29T18:10:00Z", "2026-11-29t18:10:00z", " 2026-11-29T18:10:00Z "):
+            answer = scene.beta.get(path, params={**params, field: moment})
+            assert answer.status_code == 200, (path, field, moment, answer.text)
+        zoneless = scene.beta.get(path, params={**params, field: "2026-11-29T18:10:00"})
+        error = assert_error(zoneless, 422, "validation_error", label=(path, field))
+        assert error["field"] == field and "time zone" in error["message"], (path, error)
+        garbage = scene.beta.get(path, params={**params, field: "last tuesday"})
+        error = assert_error(garbage, 422, "validation_error", label=(path, field))
+        assert error["field"] == field and "RFC 3339" in error["message"], (path, error)
+
+
 # --- odd inputs: never a 500, always the envelope ---------------------------------------------
 
 
@@ -744,6 +767,59 @@ def test_a_call_that_takes_no_body_refuses_fields_before_it_acts(
     assert response.status_code == 200, response.text
     rotated = api.ok("POST", f"/agents/{hooked['id']}/webhook/rotate", json={})
     assert rotated["signing_secret"] != secret
+
+
+def test_json_nested_too_deep_on_a_call_without_a_body_is_422_and_the_connection_lives(
+    api: Api, scene: Scene
+) -> None:
+    """JSON nested deeper than the parser goes (10,000 levels) sent to a call that takes no body
+    is refused like any other content (422), not a crash: the same keep-alive connection serves
+    the next request, and the call did not act."""
+    thread = scene.thread_id
+    for deep in (b"[" * 10_000 + b"]" * 10_000, b'{"a":' * 10_000 + b"1" + b"}" * 10_000):
+        for path in (f"/threads/{thread}/close", "/me/webhook/rotate"):
+            caller = api if "close" in path else scene.alpha
+            response = caller.post(path, content=deep, headers=JSON)
+            assert_error(response, 422, "validation_error", label=path)
+            assert caller.get("/threads").status_code == 200  # the connection was kept
+    assert api.ok("GET", f"/threads/{thread}")["status"] == "open"
+
+
+def test_two_authorization_headers_are_401_and_two_idempotency_keys_422(
+    api: Api, scene: Scene, other_api: Api
+) -> None:
+    """A request carrying two Authorization headers names no single caller: 401, whichever
+    comes first and whether or not both are good (a proxy reading the last one would act as
+    someone else). Two Idempotency-Keys on a send are 422: which one would count? Nothing is
+    stored."""
+    stranger = other_api.agent("stranger")
+    thread = scene.thread_id
+    url = f"{api.base_url}/v1/threads/{thread}/messages"
+    before = len(scene.alpha.ok("GET", f"/threads/{thread}/messages")["items"])
+    for first, second in (
+        (scene.alpha.token, stranger.token),
+        (stranger.token, scene.alpha.token),
+        (scene.alpha.token, scene.alpha.token),
+        (scene.alpha.token, "garbage"),
+    ):
+        headers = [("Authorization", f"Bearer {first}"), ("Authorization", f"Bearer {second}")]
+        for method, target, body in (
+            ("GET", f"{api.base_url}/v1/me", None),
+            ("POST", url, {"body": "from whom?"}),
+        ):
+            response = httpx.request(method, target, json=body, headers=headers)
+            error = assert_error(response, 401, "unauthorized", label=(method, first[:4]))
+            assert "one Authorization" in error["message"], error
+            assert response.headers["www-authenticate"] == "Bearer"
+    keys = [*scene.alpha.headers.items(), ("Idempotency-Key", "k-1"), ("Idempotency-Key", "k-2")]
+    response = httpx.post(url, json={"body": "twice keyed"}, headers=keys)
+    error = assert_error(response, 422, "validation_error", field="idempotency_key")
+    assert "one Idempotency-Key" in error["message"], error
+    after = scene.alpha.ok("GET", f"/threads/{thread}/messages")["items"]
+    assert len(after) == before
+    # One of each still works.
+    one = [*scene.alpha.headers.items(), ("Idempotency-Key", "k-1")]
+    assert httpx.post(url, json={"body": "keyed once"}, headers=one).status_code == 201
 
 
 def test_a_json_body_sent_as_another_type_says_the_content_type_is_wrong(

@@ -185,6 +185,36 @@ def test_missing_or_bad_key_is_401_before_any_tool(
     assert http_error(response) == http_error(same)
 
 
+def test_two_authorization_headers_are_401_before_any_tool(api: Api, server: ServerThread) -> None:
+    """Two Authorization headers name no single caller: 401 on /mcp as over HTTP, with the same
+    sentence."""
+    alice, bob = api.agent("alice"), api.agent("bob")
+    headers = [
+        *MCP_HEADERS.items(),
+        ("Authorization", f"Bearer {alice.token}"),
+        ("Authorization", f"Bearer {bob.token}"),
+    ]
+    response = httpx.post(f"{server.url}/mcp", json=INITIALIZE, headers=headers)
+    assert response.status_code == 401, response.text
+    assert response.headers["www-authenticate"] == "Bearer"
+    same = httpx.get(f"{server.url}/v1/me", headers=headers)
+    assert http_error(response) == http_error(same)
+    assert "one Authorization" in http_error(response)[1]
+
+
+def test_json_nested_too_deep_is_a_parse_error_not_a_crash(api: Api, server: ServerThread) -> None:
+    """A JSON-RPC body nested deeper than the parser goes gets the JSON-RPC parse error, as
+    other JSON that cannot be read does, and the keep-alive connection serves the next call."""
+    alice = api.agent("alice")
+    headers = {**MCP_HEADERS, **alice.headers, "Content-Type": "application/json"}
+    with httpx.Client(base_url=server.url, timeout=15) as client:
+        for deep in (b"[" * 10_000 + b"]" * 10_000, b'{"a":' * 10_000 + b"1" + b"}" * 10_000):
+            response = client.post("/mcp", content=deep, headers=headers)
+            assert response.status_code == 400, (response.status_code, response.text[:300])
+            assert response.json()["error"]["code"] == -32700, response.text[:300]
+            assert client.post("/mcp", json=INITIALIZE, headers=headers).status_code == 200
+
+
 def test_archived_agent_key_is_401(api: Api, server: ServerThread) -> None:
     gone = api.agent("gone")
     api.ok("POST", "/agents/gone/archive")

@@ -8,7 +8,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
 
-from fastapi import Depends, Request, Response
+from fastapi import Depends, Header, Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -67,6 +67,32 @@ def rendered(answer: BaseModel, status_code: int = 200) -> Response:
     )
 
 
+def authorization_of(request: Request) -> str | None:
+    """The request's one ``Authorization`` header (401 for two or more)."""
+    return auth.one_authorization(request.headers.getlist("authorization"))
+
+
+async def idempotency_key(
+    request: Request,
+    key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            description="Makes the send safe to repeat: a repeat answers 200 with the original.",
+        ),
+    ] = None,
+) -> str | None:
+    """The request's one ``Idempotency-Key`` (422 for two or more: which one would count?)."""
+    if len(request.headers.getlist("idempotency-key")) > 1:
+        raise Invalid(
+            "Send one Idempotency-Key header; this request has several.", field="idempotency_key"
+        )
+    return key
+
+
+IdempotencyKey = Annotated[str | None, Depends(idempotency_key)]
+
+
 def resolve_caller(request: Request, authorization: str | None) -> Caller:
     state = request.app.state
     headers = request.headers
@@ -93,9 +119,7 @@ async def context(
 ) -> Context:
     caller: Caller | None = getattr(request.state, "caller", None)
     if caller is None:
-        caller = await run_in_threadpool(
-            resolve_caller, request, request.headers.get("authorization")
-        )
+        caller = await run_in_threadpool(resolve_caller, request, authorization_of(request))
     return Context(request, caller)
 
 
@@ -143,9 +167,7 @@ class AuthFirstRoute(APIRoute):
         role = _role_of(self.dependant)
 
         async def authenticated(request: Request) -> Response:
-            caller = await run_in_threadpool(
-                resolve_caller, request, request.headers.get("authorization")
-            )
+            caller = await run_in_threadpool(resolve_caller, request, authorization_of(request))
             if role == "operator":
                 caller.require_operator()
             elif role == "agent":
@@ -172,7 +194,7 @@ def _refusing_a_body(
             no_body = Invalid("This call takes no body: send none (or {}).")
             try:
                 data = json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested too deep to read
                 raise no_body from None
             if isinstance(data, dict) and data:
                 name = str(next(iter(data)))

@@ -5,7 +5,7 @@ several), an ``ops_`` token one workspace's operator. Resolution also notes the 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -33,11 +33,14 @@ _CLIENT_MAX = 200
 class SessionSeen:
     """A client of an agent that the request names: ``key`` finds its ``agent_sessions`` row
     (``label:<label>`` for ``X-Inbots-Session``, the ``Mcp-Session-Id`` for an MCP session);
-    ``client`` is what it says it is (``None`` keeps what is stored)."""
+    ``client`` is what it says it is (``None`` keeps what is stored). ``minted`` is set when this
+    request is the MCP ``initialize`` that minted the key: the new row takes it as its id, so the
+    ``Mcp-Session-Id`` a client was given is the id its session is listed under."""
 
     key: str
     label: str | None
     client: str | None
+    minted: bool = False
 
 
 def session_seen(
@@ -47,6 +50,7 @@ def session_seen(
     *,
     mcp_key: str | None = None,
     mcp_client: str | None = None,
+    minted: bool = False,
 ) -> SessionSeen | None:
     """The session a request names, or None: an ``X-Inbots-Session`` label (its client the MCP
     clientInfo, else the User-Agent), else an MCP session (``mcp_key``, from the MCP endpoint).
@@ -67,7 +71,7 @@ def session_seen(
             )
         return SessionSeen(f"label:{label}", label, _cut(mcp_client or user_agent))
     if mcp_key is not None:
-        return SessionSeen(mcp_key[:220], None, _cut(mcp_client))
+        return SessionSeen(mcp_key[:220], None, _cut(mcp_client), minted=minted)
     return None
 
 
@@ -105,6 +109,17 @@ class Caller:
 
 
 _BAD_TOKEN = "The bearer token is missing, malformed, unknown or belongs to an archived agent."
+
+
+def one_authorization(values: Sequence[str]) -> str | None:
+    """The request's one ``Authorization`` header (None without one), or 401 when it has more:
+    two credentials name no single caller, and a proxy that reads the last one would act as
+    someone other than the one this server resolved."""
+    if len(values) > 1:
+        raise Unauthorized(
+            f"Send one Authorization: Bearer <token> header; this request has {len(values)}."
+        )
+    return values[0] if values else None
 
 
 def parse_bearer(header: str | None) -> str:
@@ -258,7 +273,7 @@ def upsert_session(uow: UnitOfWork, agent_id: str, seen: SessionSeen, now: datet
     """Insert the session's row, or move its ``last_seen_at`` on (and its client, when the
     request says one): one statement, safe when two processes see the session at once."""
     stmt = upsert_for(uow.session)(AgentSession).values(
-        id=new_id("ses"),
+        id=seen.key if seen.minted else new_id("ses"),
         agent_id=agent_id,
         session_key=seen.key,
         label=seen.label,

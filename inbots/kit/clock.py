@@ -15,17 +15,31 @@ def rfc3339(value: datetime | None) -> str | None:
     return value.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
-def parse_rfc3339(text: str) -> datetime | None:
-    """An RFC 3339 time with its zone (``2026-11-29T18:10:00Z``), in UTC; None for anything else
-    (no zone included: a time without one names no moment; nor one that is outside years
-    1 to 9999 once in UTC)."""
+def read_rfc3339(text: str) -> datetime:
+    """An RFC 3339 time with its zone (``2026-11-29T18:10:00Z``, ``z`` too), in UTC.
+
+    Raises ``ValueError`` whose message says what is wrong, worded to follow the field's name
+    ("must carry a time zone …"), or is empty when the text is no time at all (the caller then
+    says what it takes). A time without a zone names no moment; one outside the years 1 to 9999
+    once in UTC cannot be held."""
     try:
         moment = datetime.fromisoformat(text.strip().replace("z", "Z").replace("Z", "+00:00"))
     except ValueError:
-        return None
+        raise ValueError("") from None
     if moment.tzinfo is None:
+        raise ValueError("must carry a time zone (end it with Z for UTC)")
+    utc = in_utc(moment)
+    if utc is None:
+        raise ValueError("must be a time within the years 1 to 9999 in UTC")
+    return utc
+
+
+def parse_rfc3339(text: str) -> datetime | None:
+    """:func:`read_rfc3339`, or None for anything it refuses."""
+    try:
+        return read_rfc3339(text)
+    except ValueError:
         return None
-    return in_utc(moment)
 
 
 def in_utc(moment: datetime) -> datetime | None:

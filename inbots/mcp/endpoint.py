@@ -60,7 +60,7 @@ def _client_of(body: bytes) -> tuple[str | None, str | None]:
     ``initialize``'s clientInfo or the stateless era's ``_meta``); Nones when there is none."""
     try:
         data = json.loads(body) if body else None
-    except ValueError:
+    except (ValueError, RecursionError):  # the SDK answers it with its JSON-RPC parse error
         return None, None
     if isinstance(data, list):
         data = data[0] if data else None
@@ -140,11 +140,14 @@ class McpEndpoint:
                 headers.get(auth.SESSION_HEADER),
                 mcp_key=mcp_key,
                 mcp_client=client,
+                minted=minted is not None,
             )
 
         try:
             caller = await anyio.to_thread.run_sync(
-                self._authenticate, headers.get("authorization"), session
+                self._authenticate,
+                auth.one_authorization(headers.getlist("authorization")),
+                session,
             )
         except InbotsError as exc:
             await error_response(exc)(scope, receive, send)

@@ -160,7 +160,7 @@ class ToolSpec:
             if name in fields and isinstance(value, str) and _is_list(fields[name].annotation):
                 try:
                     decoded = json.loads(value)
-                except ValueError:
+                except (ValueError, RecursionError):
                     continue
                 if isinstance(decoded, list):
                     values[name] = decoded

@@ -33,7 +33,7 @@ from inbots.errors import (
     ThreadNotOpen,
     not_found,
 )
-from inbots.kit.clock import in_utc, utcnow
+from inbots.kit.clock import read_rfc3339, utcnow
 from inbots.kit.ids import kind_of, new_id
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
 from inbots.kit.text import shown_summary
@@ -478,18 +478,11 @@ def _parse_since(since: str | None, uow: UnitOfWork) -> tuple[str | None, dateti
     if kind_of(since) == "message":
         return since, None
     try:
-        moment = datetime.fromisoformat(since.replace("Z", "+00:00"))
-    except ValueError:
-        raise Invalid(
-            "since must be a message id or an RFC 3339 time such as 2026-11-29T18:10:00Z.",
-            field="since",
-        ) from None
-    if moment.tzinfo is None:
-        raise Invalid("since must carry a time zone (end it with Z for UTC).", field="since")
-    utc = in_utc(moment)
-    if utc is None:
-        raise Invalid("since must be a time within the years 1 to 9999 in UTC.", field="since")
-    return None, utc
+        return None, read_rfc3339(since)
+    except ValueError as wrong:
+        example = "an RFC 3339 time such as 2026-11-29T18:10:00Z"
+        reason = str(wrong) or f"must be a message id or {example}"
+        raise Invalid(f"since {reason}.", field="since") from None
 
 
 @mostly_reads

@@ -39,7 +39,7 @@ from inbots.config import Settings
 from inbots.db.uow import UnitOfWork, reads
 from inbots.deliveries.models import Delivery
 from inbots.errors import Invalid, SearchQueryInvalid
-from inbots.kit.clock import in_utc
+from inbots.kit.clock import read_rfc3339
 from inbots.kit.ids import kind_of
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
 from inbots.messages.models import KINDS, Message
@@ -102,15 +102,10 @@ def _moment(value: object, field: str) -> datetime | None:
     if not isinstance(value, str):
         raise Invalid(f"{field} must be {example}.", field=field)
     try:
-        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise Invalid(f"{field} must be {example} (got {value[:40]!r}).", field=field) from None
-    if moment.tzinfo is None:
-        raise Invalid(f"{field} must carry a time zone (end it with Z for UTC).", field=field)
-    utc = in_utc(moment)
-    if utc is None:
-        raise Invalid(f"{field} must be a time within the years 1 to 9999 in UTC.", field=field)
-    return utc
+        return read_rfc3339(value)
+    except ValueError as wrong:
+        reason = str(wrong) or f"must be {example} (got {value[:40]!r})"
+        raise Invalid(f"{field} {reason}.", field=field) from None
 
 
 def _offset(cursor: object) -> int:

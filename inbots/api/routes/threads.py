@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Query, Response
 
-from inbots.api.deps import AgentCtx, AuthFirstRoute, Ctx, OperatorCtx, rendered
+from inbots.api.deps import AgentCtx, AuthFirstRoute, Ctx, IdempotencyKey, OperatorCtx, rendered
 from inbots.api.errors import RATE_LIMITED
 from inbots.messages import service as messages
 from inbots.messages.schemas import DirectMessageCreate, History, MessageCreate, SendResult
@@ -70,7 +70,7 @@ def post_message(
     ctx: Ctx,
     thread_id: str,
     body: MessageCreate,
-    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+    idempotency_key: IdempotencyKey,
 ) -> Response:
     """Post to a thread. Repeating an ``Idempotency-Key`` answers 200 with the original."""
     result = ctx.run(messages.send_message, thread_id, body, idempotency_key)
@@ -94,7 +94,7 @@ def post_message(
 def send_direct(
     ctx: Ctx,
     body: DirectMessageCreate,
-    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+    idempotency_key: IdempotencyKey,
 ) -> Response:
     """Open a new thread with ``to`` (usernames, or ``["*"]`` for every agent) and post its
     first message, in one transaction; ``message.thread_id`` is the new thread. Repeating an
