@@ -10,6 +10,7 @@ as the Celery task and the embedded dispatcher call it), with real receivers on 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -424,14 +425,35 @@ def die_mid_attempt(database: Database, settings: Settings, delivery_id: str) ->
     return ran_out - timedelta(seconds=settings.claim_seconds)
 
 
+def lost_lines(caplog: pytest.LogCaptureFixture, delivery_id: str) -> list[logging.LogRecord]:
+    return [
+        r
+        for r in caplog.records
+        if r.getMessage().endswith(": worker_lost") and getattr(r, "delivery_id", "") == delivery_id
+    ]
+
+
+def assert_names_its_mail(record: logging.LogRecord, detail: dict[str, Any]) -> None:
+    """A worker_lost line carries the ids every attempt line has (operations.md, Logs)."""
+    named = (getattr(record, "message_id", None), getattr(record, "thread_id", None))
+    assert named == (detail["message_id"], detail["thread_id"]), named
+
+
 def test_the_next_job_logs_an_expired_claim_as_worker_lost_and_goes_on(
-    api: Api, database: Database, settings: Settings, engine: Engine
+    api: Api,
+    database: Database,
+    settings: Settings,
+    engine: Engine,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     with receiver(always(200)) as hook:
         (delivery_id,) = mail(api, hook.url, 1)
         claimed_at = die_mid_attempt(database, settings, delivery_id)
-        assert notify(engine, Job(delivery_id, 1)).outcome == "notified"
+        with caplog.at_level(logging.WARNING, logger="inbots"):
+            assert notify(engine, Job(delivery_id, 1)).outcome == "notified"
     detail = api.delivery(delivery_id)
+    (line,) = lost_lines(caplog, delivery_id)
+    assert_names_its_mail(line, detail)
     assert reasons(api, delivery_id) == [(1, 1, "publish", "worker_lost"), (2, 1, "retry", "ok")]
     lost = detail["attempts"][0]
     assert lost["status_code"] is None and lost["duration_ms"] is None
@@ -464,14 +486,21 @@ def test_a_lost_attempt_counts_towards_giving_up(
 
 
 def test_the_sweep_logs_an_expired_claim_as_worker_lost_before_republishing(
-    api: Api, database: Database, settings: Settings, engine: Engine
+    api: Api,
+    database: Database,
+    settings: Settings,
+    engine: Engine,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     with receiver(always(200)) as hook:
         (delivery_id,) = mail(api, hook.url, 1)
         die_mid_attempt(database, settings, delivery_id)
         published: list[Job] = []
         soon = utcnow() + timedelta(seconds=settings.publish_lost_seconds + 1)
-        report = sweep(database, settings, published.extend, soon, limiter=engine.limiter)
+        with caplog.at_level(logging.WARNING, logger="inbots"):
+            report = sweep(database, settings, published.extend, soon, limiter=engine.limiter)
+        (line,) = lost_lines(caplog, delivery_id)
+        assert_names_its_mail(line, api.delivery(delivery_id))
         assert (report.worker_lost, report.republished) == (1, 1)
         assert published == [Job(delivery_id, 2, "renotify")]
         assert row(database, delivery_id).claimed_until is None

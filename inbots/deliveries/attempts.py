@@ -125,10 +125,11 @@ def record_lost_attempt(session: Session, settings: Settings, row: Any, url: str
     )
     metrics.observe_attempt(WORKER_LOST, None, None, "lost", not _is_event(row.id))
     kind = "event_id" if _is_event(row.id) else "delivery_id"
+    ids = {name: getattr(row, name, None) for name in ("message_id", "thread_id")}
     log.warning(
         "webhook attempt %s: %s",
         total + 1,
         WORKER_LOST,
-        extra={kind: row.id, "reason": WORKER_LOST},
+        extra={kind: row.id, **{k: v for k, v in ids.items() if v}, "reason": WORKER_LOST},
     )
     return so_far + 1

@@ -93,7 +93,7 @@ def lost_publishes(now: datetime, settings: Settings, kind: Kind = DELIVERY) -> 
 
 def republish_batch(
     now: datetime, settings: Settings, kind: Kind = DELIVERY
-) -> Select[str, int, datetime | None, str | None, str | None]:
+) -> Select[str, int, datetime | None, str | None, str | None, str | None, str | None]:
     """One batch of lost publishes of one kind of row, oldest first, claimed (read through its
     republish index). A row whose recipient no longer has a webhook, or no longer receives its
     type, is not republished: nothing is owed to it any more."""
@@ -105,6 +105,8 @@ def republish_batch(
             model.claimed_until,
             model.job_trigger,
             Agent.webhook_url,
+            model.message_id,  # named in a worker_lost attempt's log line
+            model.thread_id,
         )
         .join(Agent, Agent.id == model.recipient_id)
         .where(
