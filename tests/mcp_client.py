@@ -39,6 +39,20 @@ STAMPS = (
 )
 
 
+# A raw JSON-RPC `initialize`, and the Accept header /mcp wants, for tests that post by hand.
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"},
+    },
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+
+
 def run(scenario: Callable[[], Awaitable[T]]) -> T:
     """Run an async scenario from a plain (sync) test."""
     return anyio.run(scenario)

@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 from inbots.agents.models import AgentSession
 from inbots.db.engine import Database
 from tests.helpers import Api
-from tests.mcp_client import Tools, over_http, run
+from tests.mcp_client import INITIALIZE, MCP_HEADERS, Tools, over_http, run
 
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 SESSION_FIELDS = {"id", "label", "client", "first_seen_at", "last_seen_at", "active"}
@@ -190,19 +190,9 @@ def test_the_mcp_session_id_given_out_is_the_id_the_session_is_listed_under(api:
     agent and the operator see, and later calls with it move that session on. Another agent
     sending the same id gets a session of its own (under another id), never the first one."""
     bot, other = api.agent("bot"), api.agent("other")
-    accept = {"Accept": "application/json, text/event-stream"}
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "probe", "version": "1"},
-        },
-    }
+    accept = MCP_HEADERS
     opened = httpx.post(
-        f"{api.base_url}/mcp", json=initialize, headers={**accept, **bot.headers}, timeout=15
+        f"{api.base_url}/mcp", json=INITIALIZE, headers={**accept, **bot.headers}, timeout=15
     )
     assert opened.status_code == 200, opened.text
     given = opened.headers["mcp-session-id"]

@@ -27,21 +27,12 @@ from inbots.db.engine import Database
 from tests.conftest import _EMPTIERS, PG_ADMIN_URL, ServerThread, free_port, new_workspace
 from tests.dbproxy import DatabaseProxy
 from tests.helpers import Api, metric_samples, sample
+from tests.mcp_client import INITIALIZE
 
 _admin = make_url(PG_ADMIN_URL)
 PG_TARGET = (_admin.host or "127.0.0.1", _admin.port or 5432)
 AGENT_KEY = "agt_" + secrets.token_urlsafe(32)  # well formed, so the lookup reaches the database
 OPERATOR_TOKEN = "ops_" + secrets.token_urlsafe(32)
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "probe", "version": "1"},
-    },
-}
 
 
 def bearer(token: str) -> dict[str, str]:

@@ -19,6 +19,8 @@ from inbots.db.engine import Database
 from tests.conftest import ServerThread
 from tests.helpers import Api, assert_error
 from tests.mcp_client import (
+    INITIALIZE,
+    MCP_HEADERS,
     Connect,
     Tools,
     default_limit,
@@ -64,17 +66,6 @@ TOOLS = [
     "request_close",
     "search_messages",
 ]
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "probe", "version": "1"},
-    },
-}
-MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 
 
 @pytest.fixture
