@@ -31,6 +31,11 @@ LARGEST_COUNT = 2**31 - 1
 LEASE_MARGIN_SECONDS = 2.0
 
 
+def plain_number(value: float) -> str:
+    """A number as a person writes it in a message: ``315,360,001``, ``1.5``, never ``3.1e+08``."""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:,}"
+
+
 def default_database_url() -> str:
     """The embedded default: a SQLite file in the user's data directory."""
     data_dir = Path(platformdirs.user_data_dir("inbots", appauthor=False))
@@ -240,7 +245,9 @@ class Settings(BaseSettings):
                 ceiling, unit = LONGEST_DAYS, " days (ten years)"
             values = value if isinstance(value, tuple) else (value,)
             if any(isinstance(v, int | float) and v > ceiling for v in values):
-                raise ValueError(f"{name}: must be at most {ceiling:,}{unit} (got {max(values):g})")
+                raise ValueError(
+                    f"{name}: must be at most {ceiling:,}{unit} (got {plain_number(max(values))})"
+                )
         return self
 
     @model_validator(mode="after")

@@ -84,6 +84,8 @@ def test_bad_enrollment_requests_are_refused_and_change_nothing(api: Api) -> Non
     ):
         error = error_of(api.post("/enrollments", json=body), 422)
         assert error["field"] == field, (body, error)
+    too_long = error_of(api.post("/enrollments", json={"expires_in": 31 * 86400}), 422)
+    assert "at most 2,592,000 (got 2,678,400)" in too_long["message"], too_long  # no 2.6e+06
     assert error_of(api.post("/enrollments", json={"use": 2}), 422)["code"] == "unknown_field"
     assert api.ok("GET", "/enrollments")["items"] == []
     bot = api.agent("bot")

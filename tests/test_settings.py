@@ -148,8 +148,13 @@ def test_load_settings_names_the_bad_setting(
         ("INBOTS_RETENTION_DAYS", "inf", "finite"),
         ("INBOTS_STALL_SECONDS", "nan", "finite"),
         ("INBOTS_RETENTION_DAYS", "3651", "at most 3,650 days"),
-        ("INBOTS_TTL_MAX_SECONDS", "99999999999999", "at most 315,360,000 seconds"),
+        (
+            "INBOTS_TTL_MAX_SECONDS",
+            "99999999999999",
+            "315,360,000 seconds (ten years) (got 99,999,999,999,999)",
+        ),
         ("INBOTS_RETRY_SCHEDULE", "1,1e20", "at most 315,360,000 seconds"),
+        ("INBOTS_STALL_SECONDS", "315360001", "(got 315,360,001)"),  # as written, never 3.1e+08
         ("INBOTS_LIST_MAX", "99999999999", "at most 2,147,483,647"),
     ],
 )

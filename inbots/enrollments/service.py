@@ -18,6 +18,7 @@ from sqlalchemy import select, update
 from inbots.agents.schemas import AgentCreated
 from inbots.agents.service import create_agent
 from inbots.auth.service import Caller
+from inbots.config import plain_number
 from inbots.db.uow import UnitOfWork, reads
 from inbots.enrollments.models import Enrollment
 from inbots.enrollments.schemas import (
@@ -86,7 +87,7 @@ def create_enrollment(
     if not 0 < expires_in <= settings.enrollment_expires_in_max:
         raise Invalid(
             f"expires_in: seconds until the token expires, more than 0 and at most "
-            f"{settings.enrollment_expires_in_max:.0f} (got {expires_in:g}).",
+            f"{plain_number(settings.enrollment_expires_in_max)} (got {plain_number(expires_in)}).",
             field="expires_in",
         )
     label = (request.label or "").strip() or None

@@ -51,13 +51,13 @@ def enroll(
     ] = None,
     uses: Annotated[
         int | None,
-        typer.Option(min=1, help="How many agents may register with it [server default: 1]."),
+        typer.Option(min=1, help="How many agents may register with it (server default: 1)."),
     ] = None,
     expires_in: Annotated[
         str | None,
         typer.Option(
             "--expires-in",
-            help="How long it lasts: seconds, or 15m, 24h, 7d [server default: 24h].",
+            help="How long it lasts: seconds, or 15m, 24h, 7d (server default: 24h).",
             show_default=False,
         ),
     ] = None,

@@ -25,7 +25,8 @@ def events_list(
     type: Annotated[
         str | None,
         typer.Option(
-            help="message.acknowledged, thread.close_requested or thread.closed; or an "
+            help="message.acknowledged, message.rejected, thread.close_requested or thread.closed; "
+            "or an "
             "operator's alert: delivery.stalled, delivery.failed, agent.webhook_failing, "
             "approval.requested."
         ),
