@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 from sqlalchemy import select, update
 
 from inbots.config import Settings
@@ -483,6 +484,45 @@ def test_a_lost_attempt_counts_towards_giving_up(
         (1, 1, "publish", "http_500"),
         (2, 1, "retry", "worker_lost"),
     ]
+
+
+def test_the_sweep_resumes_a_claim_as_soon_as_it_runs_out_within_its_publish(
+    api: Api, database: Database, settings: Settings, engine: Engine
+) -> None:
+    """A worker died mid-attempt: the next sweep after its claim ran out publishes a job for the
+    same publish (no publish spent, no publish-lost window waited for), which logs the lost
+    attempt and notifies. A duplicate of that job sends nothing twice, and a claim that ran out
+    long ago is left to the publish-lost rule."""
+    with receiver(always(200)) as hook:
+        (delivery_id,) = mail(api, hook.url, 1)
+        die_mid_attempt(database, settings, delivery_id)
+        published: list[Job] = []
+        resumed = {"action": "resumed"}
+        before = REGISTRY.get_sample_value("inbots_renotify_actions_total", resumed) or 0
+        report = sweep(database, settings, published.extend, limiter=engine.limiter)
+        assert (report.resumed, report.republished, report.worker_lost) == (1, 0, 0)
+        after = REGISTRY.get_sample_value("inbots_renotify_actions_total", resumed)
+        assert after == before + 1
+        assert published == [Job(delivery_id, 1, "publish", retry=True)]
+        assert notify(engine, published[0]).outcome == "notified"
+        assert notify(engine, published[0]).outcome == "skipped"  # the duplicate
+        assert len(hook.requests) == 1
+        again: list[Job] = []
+        assert sweep(database, settings, again.extend, limiter=engine.limiter).resumed == 0
+    detail = api.delivery(delivery_id)
+    assert detail["publish_count"] == 1
+    assert reasons(api, delivery_id) == [(1, 1, "publish", "worker_lost"), (2, 1, "retry", "ok")]
+
+    with receiver(always(200)) as hook:
+        (old,) = mail(api, hook.url, 1)
+        die_mid_attempt(database, settings, old)
+        later = utcnow() + timedelta(
+            seconds=max(settings.claim_seconds * 3 + 60, settings.publish_lost_seconds + 1)
+        )
+        late: list[Job] = []
+        report = sweep(database, settings, late.extend, later, limiter=engine.limiter)
+        assert (report.resumed, report.republished, report.worker_lost) == (0, 1, 1)
+        assert late == [Job(old, 2, "renotify")]  # the publish-lost rule, as before
 
 
 def test_the_sweep_logs_an_expired_claim_as_worker_lost_before_republishing(

@@ -83,14 +83,27 @@ KILL = {
 }
 
 
+def assert_recovered_once(detail: dict[str, Any]) -> None:
+    """A delivery whose attempt died with its worker: the attempt is logged ``worker_lost`` and
+    the next one succeeds, once. The sweep resumes it within its publish as soon as the claim
+    runs out (no publish spent); if the job it publishes has not run by the time the publish is
+    lost too (a worker still starting, on a loaded machine), the publish-lost rule republishes it
+    instead and the resumed job is skipped as superseded. Both are right; nothing else is."""
+    resumed = [(1, 1, "publish", "worker_lost", None), (2, 1, "retry", "ok", 200)]
+    republished = [(1, 1, "publish", "worker_lost", None), (2, 2, "renotify", "ok", 200)]
+    assert steps(detail) in (resumed, republished), detail
+    assert detail["publish_count"] == steps(detail)[-1][1] and not detail["failed_at"], detail
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("timings", [KILL], ids=["kill"])
 def test_a_worker_killed_mid_delivery_loses_nothing(api: Api, celery: CeleryHarness) -> None:
     """SIGKILL the worker while one notification hangs on its request, another waits for its
     retry countdown, and then publish a third while no worker runs. After a new worker starts,
     all three are notified, once each per publish; the beat's renotify sweep recovers the two
-    the dead worker held (logging the killed attempt as ``worker_lost``), the broker still holds
-    the third."""
+    the dead worker held: the hung one as soon as its claim runs out, within its publish (the
+    resumed job logs the killed attempt as ``worker_lost``), the one waiting for its retry once
+    its publish is lost; the broker still holds the third."""
     gate = Gate(held=1)
     first_worker = celery.worker(wait=False)
     beat = celery.beat(wait=False)
@@ -157,11 +170,7 @@ def test_a_worker_killed_mid_delivery_loses_nothing(api: Api, celery: CeleryHarn
     assert flaky_detail["publish_count"] == 2 and not flaky_detail["failed_at"]
     assert len(flaky_requests) == 2
 
-    assert steps(hanging_detail) == [
-        (1, 1, "publish", "worker_lost", None),
-        (2, 2, "renotify", "ok", 200),
-    ]
-    assert hanging_detail["publish_count"] == 2 and not hanging_detail["failed_at"]
+    assert_recovered_once(hanging_detail)
     assert len(hanging_requests) == 2, "the hung request is the only one before the retry"
     assert {r.headers["webhook-id"] for r in hanging_requests} == {ids["hanging"]}
     assert recovered_after < 30
@@ -205,8 +214,9 @@ def test_a_killed_workers_slots_come_back_within_the_attempt_timeout(
     Mail to that URL keeps coming (one message every 0.1 s; the receiver takes 0.6 s with each,
     so more than 4 would be in flight if the cap allowed): as soon as a new worker is up, and no
     later than the slots' lease (timeout + 2 s) after the kill, the receiver handles 4 requests
-    at once again, never more. The two killed attempts are logged as ``worker_lost`` (the sweep
-    finds their claims run out) and their deliveries notified by the sweep's republish."""
+    at once again, never more. The two killed attempts are logged as ``worker_lost`` and their
+    deliveries notified within their publish: the sweep resumes each as soon as its claim runs
+    out."""
     held = 2
     release = threading.Event()
     spans: list[tuple[float, float]] = []
@@ -279,10 +289,7 @@ def test_a_killed_workers_slots_come_back_within_the_attempt_timeout(
         reasons = [a["reason"] for a in detail["attempts"]]
         assert reasons[-1] == "ok" and set(reasons[:-1]) <= {"timeout"}, detail
     for detail in lost:
-        assert steps(detail) == [
-            (1, 1, "publish", "worker_lost", None),
-            (2, 2, "renotify", "ok", 200),
-        ], detail
+        assert_recovered_once(detail)
         assert detail["attempts"][0]["url"] == hook.url
         assert_at_most_one_ok_per_publish(detail)
 

@@ -100,6 +100,14 @@ class Delivery(Base):
             sqlite_where=text(_STALL),
             postgresql_where=text(_STALL),
         ),
+        # Attempts in flight: the sweep finds a claim that ran out unrecorded (its worker died)
+        # here, as soon as it runs out (renotify.py, resume_lost_claims).
+        Index(
+            "ix_deliveries_claimed",
+            "claimed_until",
+            sqlite_where=text("claimed_until IS NOT NULL"),
+            postgresql_where=text("claimed_until IS NOT NULL"),
+        ),
         # Deliveries waiting for an in-flight slot of their URL, oldest first (parking.py).
         Index(
             "ix_deliveries_parked",

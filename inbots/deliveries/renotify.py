@@ -10,6 +10,9 @@ SQLite serialises writers), so two runs at once never act on the same row:
   receiving its type — is published again, at most until ``publish_attempts`` publishes; then it
   is stamped failed. If it still carries a claim that ran out, the worker making that attempt
   died: the attempt is logged as ``worker_lost`` first;
+- a delivery or event whose attempt's claim ran out lately (its worker died mid-attempt) gets a
+  job for its current publish at once: the job logs the lost attempt as ``worker_lost`` and goes
+  on, costing no publish (read through ``ix_deliveries_claimed`` and ``ix_events_claimed``);
 - deliveries and events parked for an in-flight slot (:mod:`.parking`) are woken, as many per
   URL as that URL has free slots: the safety net behind the wake-up that every released slot
   makes. Parking is not a lost publish and costs no publish attempt, however long the line;
@@ -67,6 +70,7 @@ class SweepReport:
     stalled: int = 0
     woken: int = 0
     worker_lost: int = 0
+    resumed: int = 0
     expired: int = 0
     purged_threads: int = 0
 
@@ -118,6 +122,50 @@ def republish_batch(
         .limit(settings.renotify_batch_size)
         .with_for_update(of=model, skip_locked=True)
     )
+
+
+def lost_claims(
+    now: datetime, settings: Settings, kind: Kind = DELIVERY
+) -> Select[str, int, str | None]:
+    """Rows whose attempt's claim ran out unrecorded lately (its worker died mid-attempt), still
+    owed a notification (read through ``ix_deliveries_claimed`` / ``ix_events_claimed``). Only
+    claims that ran out within the last two sweep intervals: each is resumed by a sweep or two,
+    and one a sweep missed is a lost publish in time, as before."""
+    model = kind.model
+    window = timedelta(seconds=2 * settings.renotify_interval_seconds + settings.claim_seconds)
+    where = [
+        model.claimed_until.is_not(None),
+        model.claimed_until < now,
+        model.claimed_until >= now - window,
+        model.notified_at.is_(None),
+        model.failed_at.is_(None),
+        model.thread_closed_at.is_(None),
+    ]
+    if kind is DELIVERY:
+        where += [Delivery.acknowledged_at.is_(None), Delivery.expired_at.is_(None)]
+    return (
+        select(model.id, model.publish_count, model.job_trigger)
+        .where(*where)
+        .order_by(model.claimed_until)
+        .limit(settings.renotify_batch_size)
+    )
+
+
+def resume_lost_claims(db: Database, settings: Settings, now: datetime) -> list[Job]:
+    """A job for each row whose claim ran out unrecorded, for the publish it was on: the job
+    logs the dead worker's attempt as ``worker_lost`` and goes on (or fails the delivery when
+    that was its last attempt), as the task coming back from the broker would, but a claim's
+    length after the worker died rather than the visibility timeout or the publish-lost window
+    later. It costs no publish. A duplicate of such a job (two sweeps, or the broker's task as
+    well) finds the claim taken or the row notified, and does nothing twice."""
+    jobs: list[Job] = []
+    for kind in KINDS:
+        with unit_of_work(db, readonly=True) as uow:
+            rows = uow.session.execute(lost_claims(now, settings, kind)).all()
+        jobs += [
+            Job(row.id, row.publish_count, row.job_trigger or "publish", retry=True) for row in rows
+        ]
+    return jobs
 
 
 def stall_batch(now: datetime, settings: Settings) -> Select[str]:
@@ -281,6 +329,9 @@ def sweep(
     jobs, exhausted, lost, failed_alerts, failed_deliveries = _republish(db, settings, moment)
     if jobs or failed_alerts:
         publish([*jobs, *failed_alerts])
+    resumed = resume_lost_claims(db, settings, moment)  # after _republish cleared its claims
+    if resumed:
+        publish(resumed)
     woken = _wake_parked(db, settings, limiter, moment) if limiter is not None else []
     if woken:
         publish(woken)
@@ -297,6 +348,7 @@ def sweep(
         stalled=stalled,
         woken=len(woken),
         worker_lost=lost,
+        resumed=len(resumed),
         expired=expired,
         purged_threads=purged,
     )
@@ -307,7 +359,8 @@ def sweep(
         report.woken,
         report.worker_lost,
         failed_deliveries,
+        report.resumed,
     )
-    if jobs or exhausted or stalled or woken or lost or expired or purged:
+    if jobs or exhausted or stalled or woken or lost or resumed or expired or purged:
         log.info("renotify sweep", extra=asdict(report))
     return report

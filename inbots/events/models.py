@@ -42,6 +42,12 @@ class Event(Base):
             postgresql_where=text(_UNSHOWN),
         ),
         Index(
+            "ix_events_claimed",
+            "claimed_until",
+            sqlite_where=text("claimed_until IS NOT NULL"),
+            postgresql_where=text("claimed_until IS NOT NULL"),
+        ),
+        Index(
             "ix_events_republish",
             "last_published_at",
             sqlite_where=text(_REPUBLISH),

@@ -124,6 +124,7 @@ def observe_sweep(
     woken: int = 0,
     worker_lost: int = 0,
     failed_deliveries: int = 0,
+    resumed: int = 0,
 ) -> None:
     """``exhausted``: the rows of either kind the sweep gave up on; ``failed_deliveries``: those
     of them that are deliveries (``inbots_deliveries_failed_total``)."""
@@ -133,6 +134,7 @@ def observe_sweep(
     RENOTIFY_ACTIONS.labels("stalled").inc(stalled)
     RENOTIFY_ACTIONS.labels("woken").inc(woken)
     RENOTIFY_ACTIONS.labels("worker_lost").inc(worker_lost)
+    RENOTIFY_ACTIONS.labels("resumed").inc(resumed)
     if failed_deliveries:
         DELIVERIES_FAILED.labels("publish_exhausted").inc(failed_deliveries)
 
