@@ -7,6 +7,7 @@ accept fractions, so tests shorten timings through settings rather than by patch
 
 from __future__ import annotations
 
+import ipaddress
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -186,6 +187,27 @@ class Settings(BaseSettings):
     def _check_schedule(cls, value: tuple[float, ...]) -> tuple[float, ...]:
         if any(v <= 0 for v in value):
             raise ValueError("every retry delay must be more than 0 seconds")
+        return value
+
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def _check_forwarded_allow_ips(cls, value: str) -> str:
+        """``*``, or addresses and networks: uvicorn compares the peer's address with them and
+        would take anything else (a host name, a typo) as a literal that never matches, so the
+        proxy's headers would be ignored without a word."""
+        for item in (part.strip() for part in value.split(",")):
+            if item in ("*", ""):  # empty: no proxy is believed
+                continue
+            try:
+                ipaddress.ip_network(item, strict=False) if "/" in item else ipaddress.ip_address(
+                    item
+                )
+            except ValueError:
+                raise ValueError(
+                    f"{item!r} is not an IP address or network: list the proxy's addresses "
+                    "(like 10.0.0.5,10.1.0.0/16), comma-separated, or * (host names are not "
+                    "looked up)"
+                ) from None
         return value
 
     @field_validator("database_url")

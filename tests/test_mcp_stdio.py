@@ -244,6 +244,10 @@ def mcp_command(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
             {"INBOTS_URL": "http://127.0.0.1:8000", "INBOTS_API_KEY": "agt_" + "k" * 43 + "\n"},
             "INBOTS_API_KEY must be the key as printed",
         ),
+        (  # a space before the key: badly pasted, not "the operator token"
+            {"INBOTS_URL": "http://127.0.0.1:8000", "INBOTS_API_KEY": " agt_" + "k" * 43},
+            "INBOTS_API_KEY must be the key as printed",
+        ),
     ],
 )
 def test_inbots_mcp_without_its_settings_fails_with_one_line(

@@ -214,6 +214,7 @@ def test_inbots_purge_through_the_cli(
     )
     assert empty.returncode == 1, empty
     assert empty.stderr.count("\n") == 1 and "inbots db upgrade" in empty.stderr, empty.stderr
+    assert not (tmp_path / "empty.db").exists()  # refused before an empty file was made
 
     off = purge_cli("--dry-run")  # retention off: nothing goes, and the note says how to purge
     assert off.returncode == 0, off

@@ -44,6 +44,8 @@ BAD_SETTINGS = [
     ("INBOTS_BROKER_URL", "http://nope"),  # once accepted, then a crash after the token
     ("INBOTS_HOST", " "),
     ("INBOTS_RETENTION_DAYS", "inf"),  # once passed inbots check, then crashed serve
+    ("INBOTS_FORWARDED_ALLOW_IPS", "bogus_x"),  # a literal uvicorn would never match
+    ("INBOTS_FORWARDED_ALLOW_IPS", "10.0.0.5,proxy.internal"),
 ]
 
 

@@ -83,6 +83,24 @@ def listen_or_exit(host: str, port: int) -> None:
         )
 
 
+def existing_database_or_exit(settings: Settings) -> None:
+    """For a command that reads an Inbots database it does not create (``purge``, ``db
+    recount``): a SQLite file that is not there is refused, where opening it would leave an
+    empty file behind."""
+    from sqlalchemy.engine import make_url
+
+    from inbots.db.engine import normalize_url
+
+    url = make_url(normalize_url(settings.database_url))
+    path = url.database
+    sqlite_file = url.get_backend_name() == "sqlite" and path and path != ":memory:"
+    if sqlite_file and not Path(str(path)).exists():
+        fail(
+            f"there is no Inbots database at {path} (INBOTS_DATABASE_URL): run inbots db "
+            "upgrade first, or point INBOTS_DATABASE_URL at yours."
+        )
+
+
 def settings_or_exit(**overrides: object) -> Settings:
     # Imported here: the operator commands talk HTTP and never load the settings, and pydantic
     # settings is a third of a start-up they would otherwise pay on every call.
@@ -242,15 +260,15 @@ def mcp_stdio(
             "with --enroll enr_… --name NAME.",
             EXIT_USAGE,
         )
-    if not api_key.startswith("agt_"):
-        fail(
-            "INBOTS_API_KEY must be an agent key (agt_…); the operator token is not an agent.",
-            EXIT_USAGE,
-        )
-    if not all("!" <= c <= "~" for c in api_key):
+    if not all("!" <= c <= "~" for c in api_key):  # first: " agt_…" is a key, badly pasted
         fail(
             "INBOTS_API_KEY must be the key as printed, visible ASCII only: remove the spaces "
             "or line break around it.",
+            EXIT_USAGE,
+        )
+    if not api_key.startswith("agt_"):
+        fail(
+            "INBOTS_API_KEY must be an agent key (agt_…); the operator token is not an agent.",
             EXIT_USAGE,
         )
     from inbots.mcp.stdio import run
@@ -364,6 +382,7 @@ def db_recount() -> None:
     from inbots.deliveries.tallies import count, recount
 
     settings = settings_or_exit()
+    existing_database_or_exit(settings)
     db = Database(settings)
     try:
         with unit_of_work(db) as uow:
@@ -429,6 +448,7 @@ def purge(
             "INBOTS_RETENTION_DAYS.",
             file=sys.stderr,
         )
+    existing_database_or_exit(settings)
     db = Database(settings)
     try:
         report = run_purge(db, settings, days=window, dry_run=dry_run)
