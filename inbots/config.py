@@ -199,9 +199,10 @@ class Settings(BaseSettings):
             if item in ("*", ""):  # empty: no proxy is believed
                 continue
             try:
-                ipaddress.ip_network(item, strict=False) if "/" in item else ipaddress.ip_address(
-                    item
-                )
+                if "/" in item:
+                    ipaddress.ip_network(item, strict=False)
+                else:
+                    ipaddress.ip_address(item)
             except ValueError:
                 raise ValueError(
                     f"{item!r} is not an IP address or network: list the proxy's addresses "

@@ -284,3 +284,28 @@ def test_inbots_mcp_enroll_refusals_are_one_line(api: Api, tmp_path: Path) -> No
     assert refused.returncode == 1 and "holds no agent key" in refused.stderr
     assert api.ok("GET", "/enrollments")["items"][0]["uses_left"] == 1  # nothing registered
     assert api.ok("GET", "/agents")["items"] == []
+
+
+def test_help_shows_the_server_defaults_and_every_event_type(tmp_path: Path) -> None:
+    """Help text in square brackets is Rich markup and vanishes: the enroll options' server
+    defaults are in parentheses, and ``events list --type`` names every event type."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INBOTS_")}
+    env |= {"COLUMNS": "300", "NO_COLOR": "1"}
+
+    def help_of(*command: str) -> str:
+        done = subprocess.run(
+            [inbots_executable(), *command, "--help"],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return " ".join(done.stdout.split())
+
+    enroll = help_of("enroll")
+    assert "(server default: 1)" in enroll and "(server default: 24h)" in enroll, enroll
+    events = help_of("events", "list")
+    for kind in ("message.acknowledged", "message.rejected", "thread.closed"):
+        assert kind in events, (kind, events)

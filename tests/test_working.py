@@ -18,7 +18,7 @@ from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.deliveries.renotify import sweep
 from inbots.deliveries.state import STATES, state_of
-from inbots.kit.clock import parse_rfc3339
+from inbots.kit.clock import read_rfc3339
 from tests.conftest import ServerThread
 from tests.helpers import Api, Caller
 from tests.mcp_client import Connect, over_bridge, over_http, run
@@ -55,13 +55,13 @@ def test_working_sits_between_fetched_and_acknowledged_in_the_state_order() -> N
         fetched_at = working_at = acknowledged_at = None
 
     row = Row()
-    row.fetched_at = parse_rfc3339("2026-11-30T10:00:00Z")  # type: ignore[assignment]
+    row.fetched_at = read_rfc3339("2026-11-30T10:00:00Z")
     assert state_of(row) == "fetched"
-    row.working_at = parse_rfc3339("2026-11-30T10:01:00Z")  # type: ignore[assignment]
+    row.working_at = read_rfc3339("2026-11-30T10:01:00Z")
     assert state_of(row) == "working"
-    row.stalled_at = parse_rfc3339("2026-11-30T12:00:00Z")  # type: ignore[assignment]
+    row.stalled_at = read_rfc3339("2026-11-30T12:00:00Z")
     assert state_of(row) == "working"  # working ranks above stalled, as fetched does
-    row.acknowledged_at = parse_rfc3339("2026-11-30T10:02:00Z")  # type: ignore[assignment]
+    row.acknowledged_at = read_rfc3339("2026-11-30T10:02:00Z")
     assert state_of(row) == "acknowledged"
 
 
@@ -158,7 +158,7 @@ def test_a_working_delivery_is_not_stalled_until_its_heartbeat_lapses(
         who.ok("POST", f"/deliveries/{ids[name]}/working")["working_at"]
         for name, who in (("bob", bob), ("carol", carol))
     ]
-    w1 = parse_rfc3339(max(marked))
+    w1 = read_rfc3339(max(marked))
     assert w1 is not None
     time.sleep(1.1)
     carol.ok("POST", f"/deliveries/{ids['carol']}/working", json={"note": "still on it"})

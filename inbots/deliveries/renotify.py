@@ -129,8 +129,8 @@ def lost_claims(
 ) -> Select[str, int, str | None]:
     """Rows whose attempt's claim ran out unrecorded lately (its worker died mid-attempt), still
     owed a notification (read through ``ix_deliveries_claimed`` / ``ix_events_claimed``). Only
-    claims that ran out within the last two sweep intervals: each is resumed by a sweep or two,
-    and one a sweep missed is a lost publish in time, as before."""
+    claims that ran out within two sweep intervals and a claim's length: each is resumed by a
+    sweep or two, and one the sweeps missed is a lost publish in time, as before."""
     model = kind.model
     window = timedelta(seconds=2 * settings.renotify_interval_seconds + settings.claim_seconds)
     where = [

@@ -35,7 +35,7 @@ from inbots.deliveries.state import STATE_STAMPS, STATES, state_of
 from inbots.deliveries.state_sql import state_filter
 from inbots.errors import AlreadyAcknowledged, Conflict, Expired, Invalid, not_found
 from inbots.events import service as events
-from inbots.kit.clock import read_rfc3339, rfc3339, utcnow
+from inbots.kit.clock import rfc3339, time_field, utcnow
 from inbots.kit.ids import kind_of
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
 from inbots.kit.text import shown_summary
@@ -164,14 +164,11 @@ def _inbox_filters(
         if kind_of(since) == "delivery":
             where.append(Delivery.id > since)
         else:
-            try:
-                where.append(Delivery.accepted_at > read_rfc3339(since))
-            except ValueError as wrong:
-                reason = str(wrong) or (
-                    "must be a delivery id (dlv_…, from an earlier inbox answer) or an RFC 3339 "
-                    "time with its zone, such as 2026-11-29T18:10:00Z"
-                )
-                raise Invalid(f"since {reason}.", field="since") from None
+            takes = (
+                "must be a delivery id (dlv_…, from an earlier inbox answer) or an RFC 3339 time "
+                "with its zone, such as 2026-11-29T18:10:00Z"
+            )
+            where.append(Delivery.accepted_at > time_field(since, "since", takes))
     bodies = False
     for part in (include or "").split(","):
         if part.strip() == "body":

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from inbots.errors import Invalid
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -34,12 +36,14 @@ def read_rfc3339(text: str) -> datetime:
     return utc
 
 
-def parse_rfc3339(text: str) -> datetime | None:
-    """:func:`read_rfc3339`, or None for anything it refuses."""
+def time_field(value: str, field: str, takes: str) -> datetime:
+    """A caller's ``field`` read with :func:`read_rfc3339`, or 422 naming it: what is wrong with
+    the time (no zone, out of range), else what the field takes (``takes``, worded to follow the
+    field's name: "must be a message id or an RFC 3339 time …")."""
     try:
-        return read_rfc3339(text)
-    except ValueError:
-        return None
+        return read_rfc3339(value)
+    except ValueError as wrong:
+        raise Invalid(f"{field} {str(wrong) or takes}.", field=field) from None
 
 
 def in_utc(moment: datetime) -> datetime | None:

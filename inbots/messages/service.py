@@ -33,7 +33,7 @@ from inbots.errors import (
     ThreadNotOpen,
     not_found,
 )
-from inbots.kit.clock import read_rfc3339, utcnow
+from inbots.kit.clock import time_field, utcnow
 from inbots.kit.ids import kind_of, new_id
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
 from inbots.kit.text import shown_summary
@@ -477,12 +477,8 @@ def _parse_since(since: str | None, uow: UnitOfWork) -> tuple[str | None, dateti
         return None, None
     if kind_of(since) == "message":
         return since, None
-    try:
-        return None, read_rfc3339(since)
-    except ValueError as wrong:
-        example = "an RFC 3339 time such as 2026-11-29T18:10:00Z"
-        reason = str(wrong) or f"must be a message id or {example}"
-        raise Invalid(f"since {reason}.", field="since") from None
+    takes = "must be a message id or an RFC 3339 time such as 2026-11-29T18:10:00Z"
+    return None, time_field(since, "since", takes)
 
 
 @mostly_reads

@@ -39,7 +39,7 @@ from inbots.config import Settings
 from inbots.db.uow import UnitOfWork, reads
 from inbots.deliveries.models import Delivery
 from inbots.errors import Invalid, SearchQueryInvalid
-from inbots.kit.clock import read_rfc3339
+from inbots.kit.clock import time_field
 from inbots.kit.ids import kind_of
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
 from inbots.messages.models import KINDS, Message
@@ -101,11 +101,7 @@ def _moment(value: object, field: str) -> datetime | None:
     example = "an RFC 3339 time such as 2026-11-29T18:10:00Z"
     if not isinstance(value, str):
         raise Invalid(f"{field} must be {example}.", field=field)
-    try:
-        return read_rfc3339(value)
-    except ValueError as wrong:
-        reason = str(wrong) or f"must be {example} (got {value[:40]!r})"
-        raise Invalid(f"{field} {reason}.", field=field) from None
+    return time_field(value, field, f"must be {example} (got {value[:40]!r})")
 
 
 def _offset(cursor: object) -> int:

@@ -25,10 +25,9 @@ def events_list(
     type: Annotated[
         str | None,
         typer.Option(
-            help="message.acknowledged, message.rejected, thread.close_requested or thread.closed; "
-            "or an "
-            "operator's alert: delivery.stalled, delivery.failed, agent.webhook_failing, "
-            "approval.requested."
+            help="message.acknowledged, message.rejected, thread.close_requested or "
+            "thread.closed; or an operator's alert: delivery.stalled, delivery.failed, "
+            "agent.webhook_failing, approval.requested."
         ),
     ] = None,
     state: Annotated[str | None, typer.Option(help="notified, failed, pending or unsent.")] = None,
