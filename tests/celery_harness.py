@@ -394,7 +394,7 @@ class CeleryHarness:
 
     def worker(
         self,
-        queues: str = "notify,notify-retry,sweep",
+        queues: str = "notify,notify-retry,alerts,sweep",
         concurrency: int = 8,
         wait: bool = True,
         **changes: object,
@@ -502,12 +502,22 @@ def celery_fixture(
 # Scenario helpers ---------------------------------------------------------------------------
 
 
-def queued_jobs(broker: RedisBroker | SharedRedis, wanted: set[str]) -> dict[str, list[Any]]:
+def queued_jobs(
+    broker: RedisBroker | SharedRedis, wanted: set[str], take: bool = False
+) -> dict[str, list[Any]]:
     """The notify jobs waiting in the ``notify`` queue, by delivery id: [(publish, trigger)]
-    (a ``delivery.notify_batch`` task carries several)."""
+    (a ``delivery.notify_batch`` task carries several). ``take``: and remove them all from the
+    queue, in the same transaction (the broker loses them, as a flushed Redis would)."""
     client = broker.client()
     found: dict[str, list[Any]] = {}
-    for raw in client.lrange(NOTIFY_QUEUE, 0, -1):
+    if take:
+        pipe = client.pipeline(transaction=True)
+        pipe.lrange(NOTIFY_QUEUE, 0, -1)
+        pipe.delete(NOTIFY_QUEUE)
+        queued = pipe.execute()[0]
+    else:
+        queued = client.lrange(NOTIFY_QUEUE, 0, -1)
+    for raw in queued:
         message = json.loads(raw)
         body = message["body"]
         if message["properties"].get("body_encoding") == "base64":

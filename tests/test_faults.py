@@ -4,7 +4,7 @@ receivers on loopback):
 - a worker killed with SIGKILL mid-delivery: while a request hangs, while a retry countdown
   waits, and while it holds in-flight slots of a URL;
 - Redis stopped while messages are sent, and Redis lost in the middle of an attempt;
-- publishes that never reach a worker (a queue nobody consumes), swept by the real renotify task.
+- publishes whose jobs the broker lost, swept by the real renotify task.
 
 The spec's promises under test: no accepted message is ever lost, at most one successful
 notification per publish, and the attempt log and stamps tell the whole story.
@@ -310,8 +310,9 @@ def test_redis_down_while_sending_loses_nothing(
     api: Api, celery: CeleryHarness, redis_broker: RedisBroker | SharedRedis
 ) -> None:
     """Stop the broker (our own redis-server): every send is still accepted, quickly. Start it
-    again (empty: it kept nothing): the renotify job (a real beat) publishes what was lost and
-    every delivery is notified once; new mail flows again.
+    again (empty: it kept nothing): the web process publishes the jobs it held (or the renotify
+    job, a real beat, publishes what was lost) and every delivery is notified once; new mail
+    flows again.
 
     The worker is idle when Redis stops and the beat starts once Redis is back; a worker that is
     busy across two restarts is tests/test_production_shape.py's.
@@ -363,8 +364,11 @@ def test_redis_down_while_sending_loses_nothing(
     for detail in stuck:
         assert detail["state"] == "accepted" and detail["publish_count"] == 1, detail
     for detail in details:
-        assert steps(detail) == [(1, 2, "renotify", "ok", 200)], detail
-        assert detail["publish_count"] == 2
+        # The web process held the jobs it could not publish and published them once Redis
+        # answered again; on a loaded machine the sweep may have republished first instead.
+        held, republished = [(1, 1, "publish", "ok", 200)], [(1, 2, "renotify", "ok", 200)]
+        assert steps(detail) in (held, republished), detail
+        assert detail["publish_count"] == steps(detail)[0][1], detail
         assert_at_most_one_ok_per_publish(detail)
     assert [a["reason"] for a in early_detail["attempts"]] == ["ok"], early_detail
     assert steps(after_detail) == [(1, 1, "publish", "ok", 200)], (
@@ -435,12 +439,14 @@ LOST = {
 
 
 @pytest.mark.parametrize("timings", [LOST], ids=["lost"])
-def test_a_publish_that_never_arrives_is_republished_twice_then_failed(
+def test_a_publish_whose_job_the_broker_lost_is_republished_twice_then_failed(
     api: Api, celery: CeleryHarness, redis_broker: RedisBroker | SharedRedis
 ) -> None:
-    """No worker consumes ``notify``: every publish stays in the queue, unseen. The real
-    ``delivery.renotify`` task — run three at a time, so sweeps overlap — republishes each
-    delivery twice, one publish-lost window apart, then stamps it failed."""
+    """No worker takes mail, and every job published is taken out of the broker at once, as a
+    flushed Redis loses it. The real ``delivery.renotify`` task — run three at a time, so sweeps
+    overlap — finds each publish gone (nothing waits in the broker), republishes each delivery
+    twice, one publish-lost window apart, then stamps it failed. (Jobs that merely wait for a
+    worker are never taken for lost: tests/test_backlog.py.)"""
     celery.worker(queues="sweep")
     with receiver(always(200)) as hook:
         names = ["one", "two", "three"]
@@ -450,8 +456,14 @@ def test_a_publish_that_never_arrives_is_republished_twice_then_failed(
         thread = sender.open_thread("Into the void", names)["id"]
         sent = sender.send(thread, "nobody will tell you")
         ids = [d["id"] for d in sent["deliveries"]]
+        lost: dict[str, list[Any]] = {}
+
+        def lose() -> None:
+            for delivery_id, jobs in queued_jobs(redis_broker, set(ids), take=True).items():
+                lost.setdefault(delivery_id, []).extend(jobs)
 
         def all_failed() -> list[dict[str, Any]] | None:
+            lose()
             for _ in range(3):
                 celery.renotify()
             details = [api.delivery(d) for d in ids]
@@ -466,7 +478,7 @@ def test_a_publish_that_never_arrives_is_republished_twice_then_failed(
             celery.renotify()
         time.sleep(0.5)
         again = [api.delivery(d) for d in ids]
-        queued = queued_jobs(redis_broker, set(ids))
+        lose()
         assert hook.requests == []
 
     for detail, later in zip(details, again, strict=True):
@@ -480,8 +492,12 @@ def test_a_publish_that_never_arrives_is_republished_twice_then_failed(
         assert _at(detail["last_published_at"]) - accepted >= 2 * 1.5 - 0.01, detail
         assert _at(detail["failed_at"]) - _at(detail["last_published_at"]) >= 1.5 - 0.01
     for delivery_id in ids:
-        assert queued.get(delivery_id) == [(1, "publish"), (2, "renotify"), (3, "renotify")], (
-            f"{delivery_id} was published {queued.get(delivery_id)} (overlapping sweeps must "
+        assert sorted(lost.get(delivery_id, [])) == [
+            (1, "publish"),
+            (2, "renotify"),
+            (3, "renotify"),
+        ], (
+            f"{delivery_id} was published {lost.get(delivery_id)} (overlapping sweeps must "
             "not double-publish)"
         )
 

@@ -7,21 +7,28 @@ with a moment an hour ahead so that fresh deliveries look stalled and their publ
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
+from inbots.agents.models import Agent
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.deliveries.models import Delivery
 from inbots.deliveries.renotify import SweepReport, republish_batch, stall_batch, sweep
-from inbots.dispatch.jobs import Job
+from inbots.dispatch.backlog import Backlog, Lane
+from inbots.dispatch.jobs import NOTIFY_QUEUE, Job
+from inbots.dispatch.local import LocalDispatcher
 from inbots.kit.clock import utcnow
+from inbots.webhooks.signing import new_secret
 from tests.conftest import free_port
 from tests.helpers import Api
+
+HOUR = timedelta(hours=1)
 
 
 def later() -> datetime:
@@ -151,3 +158,92 @@ def test_a_sweep_reads_none_of_the_closed_threads_rows(
             read = sum(s["Actual Rows"] * s["Actual Loops"] for s in scans)
             assert read <= len(open_ids), f"{indexes}: read {read} rows for {len(open_ids)}"
         conn.rollback()
+
+
+def _published_with_a_webhook(database: Database, ids: list[str], at: datetime) -> None:
+    """Make ``ids`` look like webhook deliveries published once at ``at`` and never attempted
+    (their recipients given a webhook nothing listens on), without any job for them anywhere:
+    only the sweep under test publishes them."""
+    with database.engine.begin() as conn:
+        recipients = conn.scalars(
+            select(Delivery.recipient_id).where(Delivery.id.in_(ids)).distinct()
+        ).all()
+        conn.execute(
+            update(Agent)
+            .where(Agent.id.in_(recipients))
+            .values(webhook_url=f"http://127.0.0.1:{free_port()}/hook", webhook_secret=new_secret())
+        )
+        conn.execute(
+            update(Delivery)
+            .where(Delivery.id.in_(ids))
+            .values(publish_count=1, last_published_at=at)
+        )
+
+
+def test_a_publish_younger_than_the_oldest_job_waiting_is_not_lost(
+    api: Api, database: Database, settings: Settings
+) -> None:
+    """A publish is lost only once the broker's line has moved past it: while a job published
+    before it still waits for a worker, its own job may be waiting too, however long ago it was
+    published. (Before, every publish older than the publish-lost window was taken for lost, and
+    a long backlog ended failed.)"""
+    _, ids = mailbox(api, 2, 2)
+    published = utcnow()
+    _published_with_a_webhook(database, ids, published)
+    now = published + timedelta(hours=1)  # twelve publish-lost windows later
+
+    def waiting(since: datetime) -> Backlog:
+        return Backlog({NOTIFY_QUEUE: Lane(5_000, since.timestamp())})
+
+    jobs: list[Job] = []
+    for _ in range(4):  # more runs than publishes: none may be spent, none failed
+        report = sweep(
+            database, settings, jobs.extend, now, backlog=lambda: waiting(published - HOUR)
+        )
+        assert report.republished == report.exhausted == 0, report
+    assert jobs == []
+    unreadable = sweep(database, settings, jobs.extend, now, backlog=lambda: None)
+    assert unreadable.republished == unreadable.exhausted == 0 and jobs == []
+
+    # The line moved past them: their jobs left it without a trace. Published again.
+    report = sweep(database, settings, jobs.extend, now, backlog=lambda: waiting(now))
+    assert report.republished == len(ids) == 4, report
+    assert sorted(j.row_id for j in jobs) == sorted(ids)
+    assert {(j.publish, j.trigger) for j in jobs} == {(2, "renotify")}
+    # An empty broker holds nothing: the window alone decides, as before.
+    jobs.clear()
+    later_still = now + timedelta(hours=1)
+    assert sweep(database, settings, jobs.extend, later_still, backlog=lambda: Backlog({}))
+    assert {j.publish for j in jobs} == {3}
+
+
+def test_the_embedded_dispatcher_reports_the_jobs_waiting_in_each_lane(settings: Settings) -> None:
+    """The embedded default's lanes keep the publish time of each job waiting for a thread, as
+    the broker's queues do: the sweep and /v1/stats read the same backlog in both run modes."""
+    release = threading.Event()
+    started = threading.Semaphore(0)
+
+    def run(jobs: Sequence[Job], then: Any) -> list[Any]:
+        started.release()
+        release.wait(10)
+        return []
+
+    one = settings.model_copy(update={"embedded_workers": 1, "notify_batch_size": 1})
+    local = LocalDispatcher(one, run, lambda publisher: None)
+    local.start()
+    try:
+        before = time.time()
+        local.publish([Job(f"dlv_{i}", 1) for i in range(3)])
+        local.publish([Job("evt_alert", 1, alert=True), Job("dlv_r", 1, retry=True)])
+        assert started.acquire(timeout=5)  # the notify lane's one thread holds the first job
+        waiting = local.backlog()
+        assert waiting.lanes[NOTIFY_QUEUE].depth == 2  # the other two wait for that thread
+        oldest = waiting.oldest()
+        assert oldest is not None and before <= oldest <= time.time()
+        assert waiting.oldest_age(oldest + 7) == 7
+        assert waiting.waiting_since() is not None
+    finally:
+        release.set()
+        local.stop()
+    time.sleep(0.05)
+    assert local.backlog().lanes[NOTIFY_QUEUE].depth in (0, 2)  # stopped: cancelled or ran

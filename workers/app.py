@@ -1,8 +1,8 @@
 """The Celery app: broker from settings, JSON only, late acknowledgement, the renotify beat.
 
-``celery -A workers worker`` runs notify jobs (queues ``notify``, ``notify-retry`` and ``sweep``;
-any number of workers on any number of machines); ``celery -A workers beat`` schedules the
-renotify sweep (exactly one beat per deployment).
+``celery -A workers worker`` runs notify jobs (queues ``notify``, ``notify-retry``, ``alerts`` and
+``sweep``; any number of workers on any number of machines); ``celery -A workers beat``
+schedules the renotify sweep (exactly one beat per deployment).
 """
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
-from celery.signals import setup_logging, worker_ready
+from celery.signals import celeryd_after_setup, setup_logging, worker_ready
 from kombu import Queue
 from kombu.utils.objects import cached_property
 
 from inbots.config import get_settings
 from inbots.db.base import import_models
-from inbots.dispatch.jobs import NOTIFY_QUEUE, RENOTIFY_TASK, RETRY_QUEUE, SWEEP_QUEUE
+from inbots.dispatch.jobs import ALERT_QUEUE, NOTIFY_QUEUE, RENOTIFY_TASK, RETRY_QUEUE, SWEEP_QUEUE
 from inbots.dispatch.publisher import celery_config
 from inbots.observability.logs import configure_logging
 from workers.broker import transport_for
@@ -40,9 +40,10 @@ configure_logging(settings)  # from the first line on, before Celery sets up its
 app = Inbots("inbots")
 app.conf.update(celery_config(settings))
 app.conf.update(
-    # First attempts and retries wait in separate queues, so a dead receiver's retries never
-    # stand in front of new mail; the worker polls them in turn.
-    task_queues=[Queue(NOTIFY_QUEUE), Queue(RETRY_QUEUE), Queue(SWEEP_QUEUE)],
+    # First attempts, retries and the operator's alerts wait in separate queues, so a dead
+    # receiver's retries never stand in front of new mail and a backlog of mail never in front
+    # of the alert about it; the worker polls them in turn.
+    task_queues=[Queue(NOTIFY_QUEUE), Queue(RETRY_QUEUE), Queue(ALERT_QUEUE), Queue(SWEEP_QUEUE)],
     task_routes={RENOTIFY_TASK: {"queue": SWEEP_QUEUE}},
     beat_schedule={
         "renotify": {
@@ -71,6 +72,15 @@ app.conf.update(
 def _logging(**_: Any) -> None:
     """Celery's own lines and the tasks' go through Inbots' redacting handler."""
     configure_logging(settings)
+
+
+@celeryd_after_setup.connect
+def _alerts_with_mail(instance: Any, **_: Any) -> None:
+    """A worker that takes mail takes the alerts too, even on a command line written before
+    they had a queue of their own (``-Q notify,notify-retry,sweep``)."""
+    queues = instance.app.amqp.queues
+    if NOTIFY_QUEUE in queues.consume_from and ALERT_QUEUE not in queues.consume_from:
+        queues.select_add(ALERT_QUEUE)
 
 
 @worker_ready.connect

@@ -188,7 +188,7 @@ def _store(uow: UnitOfWork, rows: list[dict[str, Any]]) -> list[Job]:
     uow.session.execute(insert(Event).execution_options(render_nulls=True), rows)
     raised = [row["type"] for row in rows]
     uow.after_commit(lambda: metrics.observe_alerts(raised))
-    return [Job(row["id"], 1, "publish") for row in rows]
+    return [Job(row["id"], 1, "publish", alert=True) for row in rows]
 
 
 def _delivery_alerts(

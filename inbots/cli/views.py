@@ -468,8 +468,21 @@ def stats_view(s: Json) -> Table:
             ),
             ("last sweep", "never" if sweep is None else f"{seconds(sweep)} ago"),
             ("broker", s.get("broker", "—")),
+            ("queue", queue_line(s.get("queue"))),
         ]
     )
+
+
+def queue_line(queue: Json | None) -> Text:
+    """The jobs waiting for a worker: how many, the oldest's wait, and each queue's share."""
+    if queue is None:
+        return Text("unknown (the broker does not answer)", style="yellow")
+    if not queue["depth"]:
+        return Text("empty", style="dim")
+    lanes = ", ".join(f"{name} {n}" for name, n in queue["queues"].items() if n)
+    oldest = queue["oldest_age_seconds"]
+    waited = "" if oldest is None else f", oldest waiting {seconds(oldest)}"
+    return Text(f"{queue['depth']} waiting ({lanes}){waited}")
 
 
 def watch_frame(

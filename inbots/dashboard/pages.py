@@ -15,6 +15,7 @@ from inbots.dashboard import queries
 from inbots.db.uow import UnitOfWork
 from inbots.deliveries import service as deliveries
 from inbots.deliveries.schemas import OUTCOMES, AttemptRead, DeliveryRead
+from inbots.dispatch.backlog import Backlog
 from inbots.errors import not_found
 from inbots.messages import service as messages
 from inbots.messages.models import KINDS, PRIORITIES
@@ -63,9 +64,10 @@ STATE_CHIPS = (
 )
 
 
-def overview(uow: UnitOfWork, caller: Caller) -> dict[str, Any]:
-    """Counters, and the stalled and failed deliveries with their attempt logs."""
-    stats = get_stats(uow, caller)
+def overview(uow: UnitOfWork, caller: Caller, waiting: Backlog | None) -> dict[str, Any]:
+    """Counters, and the stalled and failed deliveries with their attempt logs (``waiting``:
+    the backlog, read before the unit began)."""
+    stats = get_stats(uow, caller, waiting)
     stalled = deliveries.list_deliveries(uow, caller, state="stalled", limit=OPS_LIMIT).items
     failed = deliveries.list_deliveries(uow, caller, state="failed", limit=OPS_LIMIT).items
     return {

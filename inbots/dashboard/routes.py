@@ -436,7 +436,8 @@ def logout(request: Request, csrf: Csrf = "") -> Response:
 @router.get("/")
 def overview(request: Request) -> Response:
     """Counters, and the stalled and failed deliveries with their attempt logs."""
-    return _page(request, "overview.html", "overview", "Overview", pages.overview)
+    waiting = request.app.state.dispatch.backlog()
+    return _page(request, "overview.html", "overview", "Overview", pages.overview, waiting)
 
 
 @router.get("/agents")

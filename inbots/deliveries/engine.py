@@ -18,20 +18,28 @@ from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.deliveries.notify import Engine, make_client, notify_all
 from inbots.deliveries.renotify import sweep
+from inbots.dispatch import broker
 from inbots.dispatch.effects import Dispatch
 from inbots.dispatch.jobs import Job, Publisher, Result
 from inbots.dispatch.limiter import LocalLimiter, RedisLimiter
 from inbots.dispatch.local import LocalDispatcher
-from inbots.dispatch.publisher import CeleryPublisher
+from inbots.dispatch.publisher import CeleryPublisher, broker_breaker
 from inbots.dispatch.wakeups import RedisRelay, WakeupHub
 
 
 def build_dispatch(settings: Settings, db: Database) -> Dispatch:
-    """The app's dispatch: the embedded default's local dispatcher, or Celery with the relay."""
+    """The app's dispatch: the embedded default's local dispatcher, or Celery with the relay,
+    both behind one breaker for the broker."""
     if settings.embedded:
         return embedded_dispatch(settings, db)
-    relay = RedisRelay(settings.broker_url, WakeupHub())
-    return Dispatch(CeleryPublisher.for_web(settings), relay=relay)
+    breaker = broker_breaker(settings)
+    relay = RedisRelay(settings.broker_url, WakeupHub(), breaker)
+    return Dispatch(
+        CeleryPublisher.for_web(settings, breaker),
+        relay=relay,
+        backlog=lambda: broker.backlog(settings),
+        breaker=breaker,
+    )
 
 
 def embedded_dispatch(settings: Settings, db: Database) -> Dispatch:
@@ -47,10 +55,15 @@ def embedded_dispatch(settings: Settings, db: Database) -> Dispatch:
         return notify_all(engine, jobs, then)
 
     def sweep_once(publisher: Publisher) -> None:
-        sweep(db, settings, publisher.publish, limiter=engine.limiter)
+        sweep(db, settings, publisher.publish, limiter=engine.limiter, backlog=local.backlog)
 
     local = LocalDispatcher(settings, run, sweep_once)
-    return Dispatch(local, on_start=[local.start], on_stop=[local.stop, engine.close])
+    return Dispatch(
+        local,
+        backlog=local.backlog,
+        on_start=[local.start],
+        on_stop=[local.stop, engine.close],
+    )
 
 
 def worker_engine(settings: Settings) -> Engine:

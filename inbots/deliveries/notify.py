@@ -269,6 +269,7 @@ def _claim_in(
         secrets.append(recipient.webhook_previous_secret)
     payload = loaded.body(s.summary_shown)
     row.job_trigger = job.trigger
+    alert = isinstance(row, Event) and row.type in subscriptions.ALERT_TYPES
     claim = _Claim(
         recipient.webhook_url,
         secrets,
@@ -278,11 +279,11 @@ def _claim_in(
         _accepted_at(row),
         loaded.message_id,
         loaded.thread_id,
-        url_key(recipient.webhook_url),
+        url_key(recipient.webhook_url, alert),
         "",
         recipient.id,
         recipient.webhook_failures or 0,
-        isinstance(row, Event) and row.type in subscriptions.ALERT_TYPES,
+        alert,
     )
     return _Ready(row, claim)
 

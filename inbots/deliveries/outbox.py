@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, bindparam, case, literal, select, update
+from sqlalchemy import Select, bindparam, case, false, literal, select, update
 from sqlalchemy.orm import Session, aliased
 
 from inbots.agents.models import Agent
@@ -215,16 +215,18 @@ def _load_event(session: Session, row_id: str, trigger: str) -> Loaded | None:
     return Loaded(event, recipient, skip, body, event.message_id, event.thread_id)
 
 
-def _oldest_parked(model: Any, *owed: str) -> Select[Any]:
+def _oldest_parked(kind: Kind) -> Select[Any]:
     """The oldest rows parked on one URL, claimed (two wakers never take the same row), with
-    the stamps that say whether a notification is still owed."""
+    the stamps that say whether a notification is still owed, and whether each is an alert."""
+    model = kind.model
     return (
         select(
             model.id,
             model.publish_count,
             model.job_trigger,
             model.parked_at,
-            *(getattr(model, name) for name in owed),
+            kind.is_alert.label("alert"),
+            *(getattr(model, name) for name in kind.done),
         )
         .where(model.parked_key == bindparam("key"))
         .order_by(model.parked_at)
@@ -237,7 +239,8 @@ def _oldest_parked(model: Any, *owed: str) -> Select[Any]:
 class Kind:
     """One kind of outbox row. ``done``: the stamps that end what a row is owed (a row with one
     set is sent nothing more, bar a redeliver); ``event_type``: the notification type of a row,
-    in SQL (the sweep republishes only rows whose recipient still receives it)."""
+    in SQL (the sweep republishes only rows whose recipient still receives it); ``is_alert``:
+    whether a row is an operator's alert, in SQL (its jobs take the alerts' lane)."""
 
     name: str
     model: Any  # Delivery or Event: the same outbox columns
@@ -245,6 +248,7 @@ class Kind:
     load: Callable[[Session, str, str], Loaded | None]
     done: tuple[str, ...]
     event_type: Any  # ColumnElement[str]: a literal type, or the row's type column
+    is_alert: Any  # ColumnElement[bool]
 
     @property
     def oldest_parked(self) -> Select[Any]:
@@ -276,6 +280,7 @@ DELIVERY = Kind(
     _load_delivery,
     ("notified_at", "failed_at", "acknowledged_at", "thread_closed_at"),
     literal(subscriptions.MESSAGE_CREATED),
+    false(),
 )
 EVENT = Kind(
     "event",
@@ -284,9 +289,10 @@ EVENT = Kind(
     _load_event,
     ("notified_at", "failed_at", "thread_closed_at"),
     Event.type,
+    Event.type.in_(subscriptions.ALERT_TYPES),
 )
 KINDS = (DELIVERY, EVENT)
-_PARKED = {kind.name: _oldest_parked(kind.model, *kind.done) for kind in KINDS}
+_PARKED = {kind.name: _oldest_parked(kind) for kind in KINDS}
 
 
 def lock_free(session: Session, row_ids: Sequence[str]) -> set[str]:
@@ -343,6 +349,7 @@ def publish_again(uow: UnitOfWork, row: Row, recipient: Agent, event_type: str) 
     row.parked_key = None  # the new publish's job parks again if the URL is still full
     row.parked_at = None
     uow.session.flush()
-    job = Job(row.id, row.publish_count, "redeliver")
+    alert = event_type in subscriptions.ALERT_TYPES
+    job = Job(row.id, row.publish_count, "redeliver", alert=alert)
     uow.enqueue(job)
     return job

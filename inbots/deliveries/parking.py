@@ -127,7 +127,8 @@ def wake(session: Session, key: str, count: int, now: datetime) -> list[Job]:
         for kind, row in rows:
             if kind.owed(row):
                 tried = _tried(session, kind, row.id, row.publish_count)
-                jobs.append(Job(row.id, row.publish_count, row.job_trigger or "publish", tried))
+                trigger = row.job_trigger or "publish"
+                jobs.append(Job(row.id, row.publish_count, trigger, tried, row.alert))
     return jobs
 
 

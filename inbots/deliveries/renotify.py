@@ -6,10 +6,13 @@ SQLite serialises writers), so two runs at once never act on the same row:
 
 - a webhook delivery or event (:mod:`.outbox`: both kinds of outbox row, the same rule) whose
   publish was lost — not notified, not failed, not acknowledged, not parked, no attempt running
-  or retry scheduled, last published longer ago than the publish-lost window, its recipient still
-  receiving its type — is published again, at most until ``publish_attempts`` publishes; then it
-  is stamped failed. If it still carries a claim that ran out, the worker making that attempt
-  died: the attempt is logged as ``worker_lost`` first;
+  or retry scheduled, last published longer ago than the publish-lost window **and** before the
+  oldest job still waiting in the broker (:mod:`inbots.dispatch.backlog`: a job published since
+  may be waiting its turn, however long the workers were away), its recipient still receiving
+  its type — is published again, at most until ``publish_attempts`` publishes; then it is
+  stamped failed. If it still carries a claim that ran out, the worker making that attempt died:
+  the attempt is logged as ``worker_lost`` first. When the broker cannot be read, this step waits
+  for a run that can;
 - a delivery or event whose attempt's claim ran out lately (its worker died mid-attempt) gets a
   job for its current publish at once: the job logs the lost attempt as ``worker_lost`` and goes
   on, costing no publish (read through ``ix_deliveries_claimed`` and ``ix_events_claimed``);
@@ -51,6 +54,7 @@ from inbots.deliveries.attempts import record_lost_attempt
 from inbots.deliveries.models import Delivery
 from inbots.deliveries.outbox import DELIVERY, KINDS, Kind
 from inbots.deliveries.parking import parked_keys, wake
+from inbots.dispatch.backlog import Backlog
 from inbots.dispatch.jobs import Job
 from inbots.dispatch.limiter import Limiter
 from inbots.heartbeats import service as heartbeats
@@ -61,6 +65,9 @@ from inbots.webhooks.wanted import wants
 log = logging.getLogger(__name__)
 
 EXHAUSTED = "publish attempts exhausted"
+# A publish is stamped in its transaction and its job sent after the commit, a moment later: a
+# publish this much older than the oldest job still waiting may be that very job.
+WAITING_MARGIN_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -75,9 +82,26 @@ class SweepReport:
     purged_threads: int = 0
 
 
-def lost_publishes(now: datetime, settings: Settings, kind: Kind = DELIVERY) -> list[Any]:
+def lost_before(
+    now: datetime, settings: Settings, waiting_since: datetime | None = None
+) -> datetime:
+    """A publish not attempted by now is lost if it was made before this: longer ago than the
+    publish-lost window, and (when jobs wait in the broker) before the oldest of them was
+    published, less :data:`WAITING_MARGIN_SECONDS` (or the window, if shorter)."""
+    window = timedelta(seconds=settings.publish_lost_seconds)
+    cutoff = now - window
+    if waiting_since is not None:
+        margin = min(timedelta(seconds=WAITING_MARGIN_SECONDS), window)
+        cutoff = min(cutoff, waiting_since - margin)
+    return cutoff
+
+
+def lost_publishes(
+    now: datetime, settings: Settings, kind: Kind = DELIVERY, waiting_since: datetime | None = None
+) -> list[Any]:
     """The WHERE clause of a lost publish (matches ``ix_deliveries_republish`` and
-    ``ix_events_republish``)."""
+    ``ix_events_republish``); ``waiting_since``: when the oldest job still waiting in the broker
+    was published."""
     model = kind.model
     where = [
         model.publish_count > 0,
@@ -85,7 +109,7 @@ def lost_publishes(now: datetime, settings: Settings, kind: Kind = DELIVERY) -> 
         model.failed_at.is_(None),
         model.thread_closed_at.is_(None),
         model.parked_key.is_(None),
-        model.last_published_at < now - timedelta(seconds=settings.publish_lost_seconds),
+        model.last_published_at < lost_before(now, settings, waiting_since),
         or_(model.next_attempt_at.is_(None), model.next_attempt_at < now),
         or_(model.claimed_until.is_(None), model.claimed_until < now),
     ]
@@ -96,8 +120,8 @@ def lost_publishes(now: datetime, settings: Settings, kind: Kind = DELIVERY) -> 
 
 
 def republish_batch(
-    now: datetime, settings: Settings, kind: Kind = DELIVERY
-) -> Select[str, int, datetime | None, str | None, str | None, str | None, str | None]:
+    now: datetime, settings: Settings, kind: Kind = DELIVERY, waiting_since: datetime | None = None
+) -> Select[str, int, datetime | None, str | None, str | None, str | None, str | None, bool]:
     """One batch of lost publishes of one kind of row, oldest first, claimed (read through its
     republish index). A row whose recipient no longer has a webhook, or no longer receives its
     type, is not republished: nothing is owed to it any more."""
@@ -111,10 +135,11 @@ def republish_batch(
             Agent.webhook_url,
             model.message_id,  # named in a worker_lost attempt's log line
             model.thread_id,
+            kind.is_alert.label("alert"),  # an alert's job goes on the alerts' lane
         )
         .join(Agent, Agent.id == model.recipient_id)
         .where(
-            *lost_publishes(now, settings, kind),
+            *lost_publishes(now, settings, kind, waiting_since),
             Agent.webhook_url.is_not(None),
             wants(Agent.webhook_events, kind.event_type),
         )
@@ -133,7 +158,7 @@ def lost_claims(
     sweep or two, and one the sweeps missed is a lost publish in time, as before."""
     model = kind.model
     window = timedelta(seconds=2 * settings.renotify_interval_seconds + settings.claim_seconds)
-    where = [
+    where: list[Any] = [
         model.claimed_until.is_not(None),
         model.claimed_until < now,
         model.claimed_until >= now - window,
@@ -144,7 +169,7 @@ def lost_claims(
     if kind is DELIVERY:
         where += [Delivery.acknowledged_at.is_(None), Delivery.expired_at.is_(None)]
     return (
-        select(model.id, model.publish_count, model.job_trigger)
+        select(model.id, model.publish_count, model.job_trigger, kind.is_alert.label("alert"))
         .where(*where)
         .order_by(model.claimed_until)
         .limit(settings.renotify_batch_size)
@@ -163,7 +188,8 @@ def resume_lost_claims(db: Database, settings: Settings, now: datetime) -> list[
         with unit_of_work(db, readonly=True) as uow:
             rows = uow.session.execute(lost_claims(now, settings, kind)).all()
         jobs += [
-            Job(row.id, row.publish_count, row.job_trigger or "publish", retry=True) for row in rows
+            Job(row.id, row.publish_count, row.job_trigger or "publish", True, row.alert)
+            for row in rows
         ]
     return jobs
 
@@ -193,7 +219,7 @@ def stall_batch(now: datetime, settings: Settings) -> Select[str]:
 
 
 def _republish(
-    db: Database, settings: Settings, now: datetime
+    db: Database, settings: Settings, now: datetime, waiting_since: datetime | None
 ) -> tuple[list[Job], int, int, list[Job], int]:
     """The jobs published again, the rows of either kind given up, the lost claims logged, the
     operator's delivery.failed alerts, and of the rows given up those that are deliveries."""
@@ -202,13 +228,13 @@ def _republish(
     exhausted = lost_claims = failed_deliveries = 0
     for kind in KINDS:
         with unit_of_work(db) as uow:
-            rows = uow.session.execute(republish_batch(now, settings, kind)).all()
+            rows = uow.session.execute(republish_batch(now, settings, kind, waiting_since)).all()
             lost = [row for row in rows if row.claimed_until is not None]  # ran out: see query
             for row in lost:
                 record_lost_attempt(uow.session, settings, row, row.webhook_url or "")
             give_up = [row.id for row in rows if row.publish_count >= settings.publish_attempts]
             again = [
-                (row.id, row.publish_count + 1)
+                (row.id, row.publish_count + 1, row.alert)
                 for row in rows
                 if row.publish_count < settings.publish_attempts
             ]
@@ -228,7 +254,7 @@ def _republish(
                 if kind is DELIVERY:
                     raised += alerts.deliveries_failed(uow, give_up, now, EXHAUSTED)
                     failed_deliveries += len(give_up)
-            for row_id, publish in again:
+            for row_id, publish, alert in again:
                 uow.session.execute(
                     update(model)
                     .where(model.id == row_id)
@@ -241,7 +267,7 @@ def _republish(
                     )
                     .execution_options(synchronize_session=False)
                 )
-                jobs.append(Job(row_id, publish, "renotify"))
+                jobs.append(Job(row_id, publish, "renotify", alert=alert))
         exhausted += len(give_up)
         lost_claims += len(lost)
     return jobs, exhausted, lost_claims, raised, failed_deliveries
@@ -321,12 +347,23 @@ def sweep(
     publish: Callable[[Sequence[Job]], None],
     now: datetime | None = None,
     limiter: Limiter | None = None,
+    backlog: Callable[[], Backlog | None] | None = None,
 ) -> SweepReport:
     """One renotify run, then its heartbeat. Publishing happens after the claiming transaction
     commits. Without a ``limiter`` (the URLs' in-flight slots) parked deliveries are left to the
-    wake-ups."""
+    wake-ups. ``backlog`` reads what waits in the broker (without it, nothing does); when it
+    cannot be read (``None``), no publish is taken for lost this run."""
     moment = now or utcnow()
-    jobs, exhausted, lost, failed_alerts, failed_deliveries = _republish(db, settings, moment)
+    waiting = backlog() if backlog is not None else Backlog({})
+    jobs: list[Job] = []
+    failed_alerts: list[Job] = []
+    exhausted = lost = failed_deliveries = 0
+    if waiting is None:
+        log.info("renotify: the broker's backlog could not be read; republishing waits")
+    else:
+        jobs, exhausted, lost, failed_alerts, failed_deliveries = _republish(
+            db, settings, moment, waiting.waiting_since()
+        )
     if jobs or failed_alerts:
         publish([*jobs, *failed_alerts])
     resumed = resume_lost_claims(db, settings, moment)  # after _republish cleared its claims

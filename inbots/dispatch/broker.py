@@ -1,4 +1,5 @@
-"""Is the broker there? A short ping, for ``/readyz``, ``/v1/stats`` and ``/metrics``.
+"""Is the broker there, and what waits in it? A short ping for ``/readyz``, and the backlog
+(:mod:`.backlog`) for ``/v1/stats``, ``/metrics`` and the renotify sweep.
 
 The broker's state is reported, never required: a send is stored whatever the broker does, and
 the renotify sweep publishes what it missed. So a broker that is down is a state to show (and
@@ -7,12 +8,14 @@ alert on), not a reason to take a web process out of rotation.
 
 from __future__ import annotations
 
+import json
 import logging
-from typing import Literal
+from typing import Any, Literal
 
 import redis
 
 from inbots.config import Settings
+from inbots.dispatch.backlog import PUBLISHED_AT, Backlog, Lane
 from inbots.dispatch.jobs import QUEUES
 
 log = logging.getLogger(__name__)
@@ -43,15 +46,40 @@ def broker_state(settings: Settings) -> BrokerState:
     return "up"
 
 
-def queue_depths(settings: Settings) -> dict[str, int] | None:
-    """Jobs waiting in each queue (Celery keeps a queue as a Redis list of its name); ``None``
-    when the broker does not answer. Only called with a broker configured."""
+def read_backlog(client: Any) -> Backlog:
+    """The jobs waiting in each queue and the publish time of the oldest (Celery keeps a queue
+    as a Redis list of its name, pushed on the left and popped on the right: the oldest is the
+    last element), in one round trip."""
+    pipe = client.pipeline(transaction=False)
+    for queue in QUEUES:
+        pipe.llen(queue)
+        pipe.lindex(queue, -1)
+    answers = pipe.execute()
+    lanes = {}
+    for i, queue in enumerate(QUEUES):
+        depth, last = int(answers[2 * i]), answers[2 * i + 1]
+        lanes[queue] = Lane(depth, _published_at(last) if depth and last else None)
+    return Backlog(lanes)
+
+
+def _published_at(raw: bytes) -> float:
+    """A queued job's publish time. One without it (published by an older Inbots) counts as
+    published at the epoch: every publish after it may still be waiting its turn."""
+    try:
+        return float(json.loads(raw)["headers"][PUBLISHED_AT])
+    except (ValueError, KeyError, TypeError):
+        return 0.0
+
+
+def backlog(settings: Settings) -> Backlog | None:
+    """:func:`read_backlog` from the configured broker; ``None`` when it does not answer within
+    :data:`PROBE_SECONDS`. Only called with a broker configured."""
     try:
         client = _client(settings)
         try:
-            return {q: int(client.llen(q)) for q in QUEUES}
+            return read_backlog(client)
         finally:
             client.close()
     except (redis.RedisError, OSError, ValueError) as exc:
-        log.warning("queue depth unavailable: %s", type(exc).__name__)
+        log.info("broker backlog unavailable: %s", type(exc).__name__)
         return None

@@ -14,30 +14,41 @@ NOTIFY_BATCH_TASK = "delivery.notify_batch"
 RENOTIFY_TASK = "delivery.renotify"
 NOTIFY_QUEUE = "notify"
 RETRY_QUEUE = "notify-retry"
+ALERT_QUEUE = "alerts"
 SWEEP_QUEUE = "sweep"
-QUEUES = (NOTIFY_QUEUE, RETRY_QUEUE, SWEEP_QUEUE)
+NOTIFY_LANES = (NOTIFY_QUEUE, RETRY_QUEUE, ALERT_QUEUE)  # where notify jobs wait
+QUEUES = (*NOTIFY_LANES, SWEEP_QUEUE)
 
 
 @dataclass(frozen=True)
 class Job:
     """One publish of one outbox row: which row (a delivery, ``dlv_…``, for ``message.created``;
     an event, ``evt_…``, for the other notification types), which publish of it, and why.
-    ``retry`` routes it to the retry lane (the publish has had an attempt already); it is not
-    part of the message."""
+    ``retry`` routes it to the retry lane (the publish has had an attempt already), ``alert``
+    to the operator's alerts' own lane (whatever the mail's backlog, an alert waits behind
+    alerts only); neither is part of the message."""
 
     row_id: str
     publish: int
     trigger: str = "publish"
     retry: bool = False
+    alert: bool = False
 
     def as_args(self) -> list[Any]:
         """The task's arguments on the broker (JSON)."""
         return [self.row_id, self.publish, self.trigger]
 
     @classmethod
-    def from_args(cls, args: Sequence[Any], *, retry: bool = False) -> Job:
+    def from_args(cls, args: Sequence[Any], *, lane: str | None = None) -> Job:
+        """The job of a task's arguments, taken from ``lane`` (the queue it came from)."""
         row_id, publish, *trigger = args
-        return cls(str(row_id), int(publish), str(trigger[0]) if trigger else "publish", retry)
+        return cls(
+            str(row_id),
+            int(publish),
+            str(trigger[0]) if trigger else "publish",
+            retry=lane == RETRY_QUEUE,
+            alert=lane == ALERT_QUEUE,
+        )
 
     @property
     def kind(self) -> str:
@@ -51,6 +62,8 @@ class Job:
 
     @property
     def queue(self) -> str:
+        if self.alert:
+            return ALERT_QUEUE
         return RETRY_QUEUE if self.retry else NOTIFY_QUEUE
 
 
@@ -71,9 +84,9 @@ class Result:
 
 def batches(jobs: Sequence[Job], size: int) -> list[list[Job]]:
     """``jobs`` in groups of at most ``size`` that travel together: same lane, in order."""
-    lanes: dict[bool, list[Job]] = {}
+    lanes: dict[str, list[Job]] = {}
     for job in jobs:
-        lanes.setdefault(job.retry, []).append(job)
+        lanes.setdefault(job.queue, []).append(job)
     return [
         lane[start : start + size] for lane in lanes.values() for start in range(0, len(lane), size)
     ]

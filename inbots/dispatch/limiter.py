@@ -44,8 +44,10 @@ class Limiter(Protocol):
         """How many of ``key``'s slots are free now."""
 
 
-def url_key(url: str) -> str:
-    return hashlib.sha256(url.encode()).hexdigest()[:32]
+def url_key(url: str, alert: bool = False) -> str:
+    """The in-flight slots' key of a webhook URL. The operator's alerts have slots of their own,
+    even at a URL that agents' webhooks share: a backlog of mail never holds up its alert."""
+    return hashlib.sha256((f"alert {url}" if alert else url).encode()).hexdigest()[:32]
 
 
 def new_lease() -> str:

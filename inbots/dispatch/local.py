@@ -1,8 +1,10 @@
 """The embedded default's broker: the same ``notify`` and ``sweep`` functions the Celery tasks
-wrap (handed in by :mod:`inbots.deliveries.engine`), reached through two thread pools (first
-attempts, and retries, so a dead receiver's retries never queue in front of new mail) and a timer
-for countdowns and the renotify schedule. Jobs a notify run wakes (parked deliveries whose URL has
-a slot free again) go to the pool of their lane.
+wrap (handed in by :mod:`inbots.deliveries.engine`), reached through three thread pools, one per
+lane (first attempts; retries, so a dead receiver's retries never queue in front of new mail;
+the operator's alerts, so a backlog of mail never holds up the alert about it) and a timer for
+countdowns and the renotify schedule. Each lane keeps the publish time of the jobs waiting in
+it, for the sweep and ``/v1/stats`` (:meth:`LocalDispatcher.backlog`). Jobs a notify run wakes
+(parked deliveries whose URL has a slot free again) go to the pool of their lane.
 
 Jobs live in memory only. That is safe because the database is the source of truth: after a
 restart the renotify sweep finds every publish that was in flight and publishes it again.
@@ -10,18 +12,28 @@ restart the renotify sweep finds every publish that was in flight and publishes 
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 import itertools
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from inbots.config import Settings
+from inbots.dispatch.backlog import Backlog, Lane
 from inbots.dispatch.follow import follow_up
-from inbots.dispatch.jobs import Job, Publisher, Result, batches
+from inbots.dispatch.jobs import (
+    ALERT_QUEUE,
+    NOTIFY_LANES,
+    NOTIFY_QUEUE,
+    RETRY_QUEUE,
+    Job,
+    Publisher,
+    Result,
+    batches,
+)
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +54,15 @@ class LocalDispatcher:
         self._run_jobs = run
         self._sweep_once = sweep
         workers = settings.embedded_workers
-        self._first = ThreadPoolExecutor(workers, thread_name_prefix="inbots-notify")
-        self._retries = ThreadPoolExecutor(max(2, workers // 2), thread_name_prefix="inbots-retry")
+        retries = max(2, workers // 2)
+        self._pools = {
+            NOTIFY_QUEUE: ThreadPoolExecutor(workers, thread_name_prefix="inbots-notify"),
+            RETRY_QUEUE: ThreadPoolExecutor(retries, thread_name_prefix="inbots-retry"),
+            ALERT_QUEUE: ThreadPoolExecutor(2, thread_name_prefix="inbots-alerts"),
+        }
+        # Per lane, the jobs submitted and not started yet: submission number -> publish time.
+        self._waiting: dict[str, OrderedDict[int, float]] = {q: OrderedDict() for q in NOTIFY_LANES}
+        self._waiting_lock = threading.Lock()
         self._sweeper = ThreadPoolExecutor(1, thread_name_prefix="inbots-renotify")
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
@@ -69,18 +88,36 @@ class LocalDispatcher:
             self._stopping = True
             self._cond.notify_all()
         self._thread.join(timeout=5)
-        self._first.shutdown(wait=False, cancel_futures=True)
-        self._retries.shutdown(wait=False, cancel_futures=True)
+        for pool in self._pools.values():
+            pool.shutdown(wait=False, cancel_futures=True)
         self._sweeper.shutdown(wait=False, cancel_futures=True)
+
+    def backlog(self) -> Backlog:
+        """The jobs waiting for a thread of their lane, and when the oldest was published."""
+        with self._waiting_lock:
+            return Backlog(
+                {
+                    lane: Lane(len(waiting), next(iter(waiting.values()), None))
+                    for lane, waiting in self._waiting.items()
+                }
+            )
 
     # Internals -----------------------------------------------------------------------------
     def _submit(self, jobs: list[Job]) -> None:
-        pool = self._retries if jobs[0].retry else self._first  # one lane per batch
-        # Shutting down refuses new work; the sweep after the next start picks the jobs up.
-        with contextlib.suppress(RuntimeError):
-            pool.submit(self._run, jobs)
+        lane = jobs[0].queue  # one lane per batch
+        number = next(self._seq)
+        with self._waiting_lock:
+            self._waiting[lane][number] = time.time()
+        try:
+            self._pools[lane].submit(self._run, jobs, lane, number)
+        except RuntimeError:
+            # Shutting down refuses new work; the sweep after the next start picks the jobs up.
+            with self._waiting_lock:
+                self._waiting[lane].pop(number, None)
 
-    def _run(self, jobs: list[Job]) -> None:
+    def _run(self, jobs: list[Job], lane: str, number: int) -> None:
+        with self._waiting_lock:
+            self._waiting[lane].pop(number, None)
         try:
             self._run_jobs(jobs, lambda job, result: follow_up(self, job, result))
         except Exception:

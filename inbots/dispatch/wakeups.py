@@ -20,6 +20,8 @@ from typing import Any
 
 import redis
 
+from inbots.dispatch.breaker import BOUND_SECONDS, Breaker
+
 log = logging.getLogger(__name__)
 
 
@@ -64,19 +66,32 @@ CHANNEL = "inbots:inbox-changed"
 
 class RedisRelay:
     """Carries inbox wake-ups between processes. Best effort: a lost wake-up only means a
-    long-poll answers at its timeout instead of at once, and the mail is still there."""
+    long-poll answers at its timeout instead of at once, and the mail is still there. A send
+    waits on Redis at most :data:`~.breaker.BOUND_SECONDS`, and not at all while ``breaker``
+    (the process's, shared with the publisher) is open."""
 
-    def __init__(self, url: str, hub: WakeupHub) -> None:
+    def __init__(self, url: str, hub: WakeupHub, breaker: Breaker | None = None) -> None:
         self.hub = hub
-        self.client: Any = redis.Redis.from_url(url, socket_timeout=3, socket_connect_timeout=3)
+        self.breaker = breaker
+        self.client: Any = redis.Redis.from_url(
+            url, socket_timeout=BOUND_SECONDS, socket_connect_timeout=BOUND_SECONDS
+        )
+        # The listener's own connection: it waits for messages, so it must not time out as
+        # quickly as a send.
+        self._listener: Any = redis.Redis.from_url(url, socket_timeout=3, socket_connect_timeout=3)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._listen, name="inbots-relay", daemon=True)
 
     def send(self, agent_ids: Sequence[str]) -> None:
+        if self.breaker is not None and not self.breaker.allow():
+            return
         try:
             self.client.publish(CHANNEL, json.dumps(list(agent_ids)))
         except Exception as exc:
-            log.warning("wake-up relay unavailable: %s", type(exc).__name__)
+            if self.breaker is not None:
+                self.breaker.fail(exc)
+            else:
+                log.warning("wake-up relay unavailable: %s", type(exc).__name__)
 
     def start(self) -> None:
         self._thread.start()
@@ -89,7 +104,7 @@ class RedisRelay:
         while not self._stop.is_set():
             pubsub = None
             try:
-                pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+                pubsub = self._listener.pubsub(ignore_subscribe_messages=True)
                 pubsub.subscribe(CHANNEL)
                 while not self._stop.is_set():
                     message = pubsub.get_message(timeout=1.0)

@@ -4,15 +4,17 @@ asks, so every web process reports the same truth.
 From the database (:class:`DatabaseCollector`): deliveries by derived state, the oldest stalled
 and not-yet-notified ages, agents, the messages waiting for approval, and when the renotify
 sweep last ran (its heartbeat, written by whichever process ran it); from the broker
-(:class:`BrokerCollector`): whether it answers and its queue depths. Each source is read on its
-own, so one that is down still lets the other report.
+(:class:`BacklogCollector`): whether it answers, its queue depths and the age of the oldest job
+waiting (the embedded default's own lanes, without a broker). Each source is read on its own, so
+one that is down still lets the other report.
 The event counters come from :mod:`inbots.observability.metrics`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -21,7 +23,7 @@ from prometheus_client.registry import Collector
 from inbots.alerts.service import failing_webhooks
 from inbots.config import Settings
 from inbots.db.engine import Database
-from inbots.dispatch.broker import queue_depths
+from inbots.dispatch.backlog import Backlog
 from inbots.heartbeats.service import RENOTIFY, last_beat
 from inbots.kit.clock import utcnow
 from inbots.observability.metrics import events
@@ -105,29 +107,40 @@ class DatabaseCollector(Collector):
             )
 
 
-class BrokerCollector(Collector):
-    """Whether the broker answers and the jobs waiting in its queues (with a broker only)."""
+class BacklogCollector(Collector):
+    """The jobs waiting for a worker in each queue and the age of the oldest notify job; with a
+    broker, whether it answered."""
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
+    def __init__(self, read: Callable[[], Backlog | None], broker: bool) -> None:
+        self.read = read
+        self.broker = broker
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        depth = queue_depths(self.settings)
-        yield GaugeMetricFamily(
-            "inbots_broker_up", "The broker answered this scrape.", 0 if depth is None else 1
-        )
-        if depth is not None:
-            queues = GaugeMetricFamily(
-                "inbots_notify_queue_depth", "Jobs waiting in the broker.", labels=["queue"]
+        waiting = self.read()
+        if self.broker:
+            yield GaugeMetricFamily(
+                "inbots_broker_up", "The broker answered this scrape.", 0 if waiting is None else 1
             )
-            for queue, n in depth.items():
-                queues.add_metric([queue], n)
-            yield queues
+        if waiting is None:
+            return
+        queues = GaugeMetricFamily(
+            "inbots_notify_queue_depth", "Jobs waiting for a worker.", labels=["queue"]
+        )
+        for queue, lane in waiting.lanes.items():
+            queues.add_metric([queue], lane.depth)
+        yield queues
+        yield GaugeMetricFamily(
+            "inbots_notify_queue_oldest_age_seconds",
+            "How long the oldest notify job waiting for a worker has waited (0: none waits).",
+            waiting.oldest_age(time.time()) or 0.0,
+        )
 
 
-def render(db: Database, settings: Settings) -> bytes:
+def render(
+    db: Database, settings: Settings, backlog: Callable[[], Backlog | None] | None = None
+) -> bytes:
     """The exposition text: this process's event counters, the database's gauges, then the
-    broker's and the settings the alert rules compare with."""
+    backlog's (read by ``backlog``) and the settings the alert rules compare with."""
     scrape = CollectorRegistry(auto_describe=False)
     scrape.register(DatabaseCollector(db, settings))
     try:
@@ -144,8 +157,8 @@ def render(db: Database, settings: Settings) -> bytes:
             settings.renotify_interval_seconds,
         )
     )
-    if not settings.embedded:
-        health.register(BrokerCollector(settings))
+    if backlog is not None:
+        health.register(BacklogCollector(backlog, broker=not settings.embedded))
     return events() + state + generate_latest(health)
 
 

@@ -17,6 +17,13 @@ class ThreadCounts(Model):
     closed: int
 
 
+class QueueCounts(Model):
+    depth: int  # jobs waiting for a worker, in every queue
+    # how long the oldest notify job waiting for a worker has waited; null when none waits
+    oldest_age_seconds: float | None
+    queues: dict[str, int]  # jobs waiting in each queue (notify, notify-retry, alerts, sweep)
+
+
 class Stats(Model):
     deliveries: dict[str, int]  # every derived state, zero included, plus "total"
     agents: AgentCounts
@@ -33,4 +40,7 @@ class Stats(Model):
     # "up" or "down" (it answers a ping or not), or "embedded" (no broker: delivery in-process).
     # Down does not stop sends: they are stored, and the sweep publishes them once it is back.
     broker: BrokerState
+    # The jobs waiting for a worker (the broker's queues, or the embedded default's own lanes);
+    # null when the broker does not answer. A backlog, not a failure: they are sent in turn.
+    queue: QueueCounts | None
     generated_at: Timestamp

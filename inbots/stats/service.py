@@ -8,6 +8,7 @@ disagree about what "stalled" or "still owed a notification" means.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,11 +25,12 @@ from inbots.deliveries import tallies
 from inbots.deliveries.models import Delivery, DeliveryAttempt
 from inbots.deliveries.state import STATES
 from inbots.deliveries.state_sql import state_filter, state_sql
-from inbots.dispatch.broker import broker_state
+from inbots.dispatch.backlog import Backlog
+from inbots.dispatch.broker import BrokerState
 from inbots.heartbeats.service import RENOTIFY, last_beat
 from inbots.kit.clock import utcnow
 from inbots.messages.models import HELD, Message
-from inbots.stats.schemas import AgentCounts, Stats, ThreadCounts
+from inbots.stats.schemas import AgentCounts, QueueCounts, Stats, ThreadCounts
 from inbots.threads.models import CLOSE_REQUESTED, CLOSED, OPEN, Thread
 
 HOUR = timedelta(hours=1)
@@ -141,12 +143,25 @@ def attempts_failed_since(workspace_id: str, since: datetime) -> Select[int]:
     )
 
 
+def queue_counts(waiting: Backlog | None) -> QueueCounts | None:
+    if waiting is None:
+        return None
+    return QueueCounts(
+        depth=waiting.depth,
+        oldest_age_seconds=waiting.oldest_age(time.time()),
+        queues={name: lane.depth for name, lane in waiting.lanes.items()},
+    )
+
+
 @reads
-def get_stats(uow: UnitOfWork, caller: Caller) -> Stats:
+def get_stats(uow: UnitOfWork, caller: Caller, waiting: Backlog | None = None) -> Stats:
+    """The workspace's counts, with the installation's sweep and backlog. ``waiting``: the
+    backlog, read by the caller before the unit of work began (so no database connection is held
+    while a broker that does not answer is waited for); ``None``: the broker did not answer."""
     caller.require_operator()
-    # Before the queries: for GET /v1/stats the transaction has not begun yet, so no database
-    # connection is held while a broker that does not answer is waited for (1 s at most).
-    broker = broker_state(uow.settings)
+    broker: BrokerState = (
+        "embedded" if uow.settings.embedded else "down" if waiting is None else "up"
+    )
     session, ws = uow.session, caller.workspace_id
     now = utcnow()
     threads = dict(
@@ -177,5 +192,6 @@ def get_stats(uow: UnitOfWork, caller: Caller) -> Stats:
         last_sweep_at=swept,
         last_sweep_age_seconds=seconds_since(now, swept),
         broker=broker,
+        queue=queue_counts(waiting),
         generated_at=now,
     )

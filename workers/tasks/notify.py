@@ -10,7 +10,7 @@ from typing import Any
 
 from inbots.deliveries.notify import notify, notify_all
 from inbots.dispatch.follow import follow_up
-from inbots.dispatch.jobs import NOTIFY_BATCH_TASK, NOTIFY_TASK, RETRY_QUEUE, Job
+from inbots.dispatch.jobs import NOTIFY_BATCH_TASK, NOTIFY_TASK, Job
 from workers.app import app
 from workers.tasks.runtime import engine, publisher
 
@@ -20,7 +20,7 @@ def notify_task(self: Any, row_id: str, publish: int, trigger: str = "publish") 
     """Attempt the notification of one outbox row's publish (a delivery, ``dlv_…``, or an event,
     ``evt_…``); schedule what comes next."""
     lane = (self.request.delivery_info or {}).get("routing_key")
-    job = Job(row_id, publish, trigger, retry=lane == RETRY_QUEUE)
+    job = Job.from_args([row_id, publish, trigger], lane=lane)
     result = notify(engine(), job)
     follow_up(publisher(), job, result)
     return result.outcome
@@ -33,6 +33,6 @@ def notify_batch_task(self: Any, jobs: list[list[Any]]) -> list[str]:
     scheduled, parked jobs woken) as soon as it is done
     (:func:`~inbots.deliveries.notify.notify_all`)."""
     lane = (self.request.delivery_info or {}).get("routing_key")
-    batch = [Job.from_args(args, retry=lane == RETRY_QUEUE) for args in jobs]
+    batch = [Job.from_args(args, lane=lane) for args in jobs]
     results = notify_all(engine(), batch, lambda job, result: follow_up(publisher(), job, result))
     return [result.outcome for result in results]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from inbots.deliveries.renotify import sweep
+from inbots.dispatch import broker
 from inbots.dispatch.jobs import RENOTIFY_TASK
 from workers.app import app
 from workers.tasks.runtime import engine, publisher
@@ -15,5 +16,11 @@ from workers.tasks.runtime import engine, publisher
 def renotify_task() -> dict[str, int]:
     """One renotify run; returns what it did."""
     current = engine()
-    report = sweep(current.db, current.settings, publisher().publish, limiter=current.limiter)
+    report = sweep(
+        current.db,
+        current.settings,
+        publisher().publish,
+        limiter=current.limiter,
+        backlog=lambda: broker.backlog(current.settings),
+    )
     return asdict(report)

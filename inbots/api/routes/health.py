@@ -1,4 +1,9 @@
-"""``/healthz`` (the process is up) and ``/readyz`` (it can serve: the database answers)."""
+"""``/healthz`` (the process is up) and ``/readyz`` (it can serve: the database answers).
+
+Neither queues behind other requests: ``/healthz`` answers on the event loop, and ``/readyz``'s
+checks run on threads of their own (:data:`CHECKS`), not the pool that sends and listings share,
+so a pool filled by slow requests cannot make a healthy process look unready.
+"""
 
 from __future__ import annotations
 
@@ -14,16 +19,27 @@ from sqlalchemy import text
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.db.outage import outage
-from inbots.dispatch.broker import broker_state
+from inbots.dispatch.breaker import Breaker
+from inbots.dispatch.broker import BrokerState, broker_state
 from inbots.errors import ServiceUnavailable
 
 router = APIRouter(tags=["health"])
 
+# The readiness checks' own threads: anyio's default limiter is the one every sync route shares.
+CHECKS = anyio.CapacityLimiter(8)
+
 
 @router.get("/healthz")
-def healthz() -> dict[str, str]:
+async def healthz() -> dict[str, str]:
     """The process is up."""
     return {"status": "ok"}
+
+
+async def _broker(settings: Settings, breaker: Breaker | None) -> BrokerState:
+    """The broker's state: ``down`` at once while this process's breaker holds it so."""
+    if breaker is not None and breaker.is_open:
+        return "down"
+    return await anyio.to_thread.run_sync(broker_state, settings, limiter=CHECKS)
 
 
 @router.get("/readyz")
@@ -36,7 +52,7 @@ async def readyz(request: Request) -> JSONResponse:
     state = request.app.state
     down, broker = await asyncio.gather(
         database_problem(state.db, state.settings),
-        anyio.to_thread.run_sync(broker_state, state.settings),
+        _broker(state.settings, state.dispatch.breaker),
     )
     body: dict[str, Any] = {
         "status": "ready" if down is None else "unavailable",
@@ -67,7 +83,7 @@ async def database_problem(db: Database, settings: Settings) -> ServiceUnavailab
     deadline = settings.db_connect_timeout_seconds + 1  # past the connect timeout's own answer
     try:
         with anyio.fail_after(deadline):
-            await anyio.to_thread.run_sync(ping, abandon_on_cancel=True)
+            await anyio.to_thread.run_sync(ping, abandon_on_cancel=True, limiter=CHECKS)
     except TimeoutError:
         return ServiceUnavailable(
             f"The database did not answer within {deadline:g} s; this process is not ready. "

@@ -30,5 +30,5 @@ async def metrics(request: Request) -> Response:
         given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
         if not matches(given, hash_token(settings.metrics_token)):
             raise Unauthorized("/metrics wants Authorization: Bearer <INBOTS_METRICS_TOKEN>.")
-    body = await run_in_threadpool(render, state.db, state.settings)
+    body = await run_in_threadpool(render, state.db, state.settings, state.dispatch.backlog)
     return Response(body, media_type=CONTENT_TYPE_LATEST)

@@ -12,5 +12,6 @@ router = APIRouter(tags=["stats"], route_class=AuthFirstRoute)
 @router.get("/stats", response_model=Stats)
 def get_stats(ctx: OperatorCtx) -> Stats:
     """Deliveries by derived state, agents active and never connected, threads by status, the
-    oldest stalled delivery's age and the failures of the last hour."""
-    return ctx.run(service.get_stats)
+    oldest stalled delivery's age, the failures of the last hour and the jobs waiting for a
+    worker."""
+    return ctx.run(service.get_stats, ctx.request.app.state.dispatch.backlog())

@@ -8,5 +8,6 @@ from inbots.cli.options import Operator, operator_command
 
 @operator_command()
 def stats(op: Operator) -> None:
-    """Deliveries by state, agents, threads, the oldest stalled delivery and recent failures."""
+    """Deliveries by state, agents, threads, the oldest stalled delivery, recent failures and
+    the jobs waiting for a worker."""
     op.show(op.api.get("/stats"), views.stats_view)
