@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,3 +117,78 @@ def serve(tmp_path: Path, **settings: str) -> Iterator[Served]:
 
 def _text(path: Path) -> str:
     return path.read_text(errors="replace")
+
+
+# --- a real inbots web ----------------------------------------------------------------------
+
+
+@dataclass
+class Web:
+    url: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def output(self) -> str:
+        return _text(self.log)
+
+
+def start_web(tmp_path: Path, port: int, *options: str, **settings: str) -> Web:
+    """A real ``inbots web --host 127.0.0.1 --port PORT OPTIONS`` with ``settings``, in a
+    session of its own (so :func:`stop_web_group` reaches every process it started, orphans
+    too), its output in a file. Returns at once: see :func:`wait_for_healthz`."""
+    log = tmp_path / f"web-{port}-{time.monotonic_ns()}.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [inbots_executable(), "web", "--host", "127.0.0.1", "--port", str(port), *options],
+            env=clean_env(tmp_path, **settings),
+            cwd=tmp_path,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return Web(f"http://127.0.0.1:{port}", process, log)
+
+
+def wait_for_healthz(web: Web, timeout: float = 60) -> None:
+    """Until ``web`` answers ``/healthz``; fail with its output if it exits or takes too long."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if web.process.poll() is not None:
+            pytest.fail(f"inbots web exited with {web.process.returncode}:\n{web.output()}")
+        try:
+            if httpx.get(web.url + "/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            pytest.fail(f"inbots web did not answer /healthz within {timeout} s:\n{web.output()}")
+        time.sleep(0.1)
+
+
+def stop_web_group(web: Web) -> None:
+    """SIGKILL whatever is left of ``web``'s session (its workers included) and reap it."""
+    with suppress(ProcessLookupError):
+        os.killpg(web.process.pid, signal.SIGKILL)
+    web.process.wait()
+
+
+def child_pids(pid: int) -> set[int]:
+    """The processes whose parent is ``pid`` now (from /proc; Linux)."""
+    children = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if int(fields[1]) == pid:
+            children.add(int(stat.parent.name))
+    return children
+
+
+def running(pid: int) -> bool:
+    """``pid`` is a process that has not ended (a zombie waiting to be reaped has)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"

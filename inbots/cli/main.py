@@ -63,24 +63,35 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise CliError(message, code)
 
 
-def listen_or_exit(host: str, port: int) -> None:
+def listen_or_exit(host: str, port: int, *, wait: float = 0.0) -> None:
     """Stop with one line (exit 1) when ``host:port`` cannot be listened on — the port taken,
     the address not this machine's — instead of uvicorn's several lines and exit 3. Bound as
     uvicorn binds (IPv6 for an address with a colon, else IPv4; ``SO_REUSEADDR``), then let go
-    for it."""
+    for it.
+
+    A port in use is tried again for up to ``wait`` seconds: ``inbots web`` restarted after its
+    supervisor was killed finds the old workers still letting go of it for a moment."""
+    import errno
     import socket
+    import time
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind((host, port))
-    except OSError as exc:  # socket.gaierror too
-        reason = exc.strerror or str(exc)
-        fail(
-            f"cannot listen on {host}:{port} ({reason}): choose another port (--port or "
-            "INBOTS_PORT) or address (--host or INBOTS_HOST)."
-        )
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind((host, port))
+            return
+        except OSError as exc:  # socket.gaierror too
+            if exc.errno == errno.EADDRINUSE and time.monotonic() < deadline:
+                time.sleep(0.1)
+                continue
+            reason = exc.strerror or str(exc)
+            fail(
+                f"cannot listen on {host}:{port} ({reason}): choose another port (--port or "
+                "INBOTS_PORT) or address (--host or INBOTS_HOST)."
+            )
 
 
 def existing_database_or_exit(settings: Settings) -> None:
@@ -152,6 +163,10 @@ def serve(
     uvicorn.run(create_app(settings, db), host=settings.host, port=settings.port, **options)
 
 
+# How long ``inbots web`` waits for a port in use to be let go before it gives up.
+WEB_PORT_WAIT_SECONDS = 5.0
+
+
 @app.command()
 def web(
     host: Annotated[str | None, typer.Option(help="Interface to listen on [INBOTS_HOST].")] = None,
@@ -165,23 +180,28 @@ def web(
     Checks the settings like ``inbots check`` (a bad one stops here, with one line, before
     uvicorn starts processes that would each fail), prepares the metrics directory
     (INBOTS_METRICS_DIR) and serves the API, /mcp, the dashboard and /metrics with uvicorn and
-    WORKERS processes. Migrations are ``inbots db upgrade``'s job (the release step)."""
+    WORKERS processes. Migrations are ``inbots db upgrade``'s job (the release step).
+
+    The worker processes end with this one, even when it is killed (Linux). SIGTERM and SIGINT
+    stop it gracefully, and the metrics directory is emptied (a temporary one removed)."""
     import logging
 
     import uvicorn
 
-    from inbots.api.serving import metrics_directory, uvicorn_options
+    from inbots.api.serving import WEB_APP, metrics_directory, sigterm_unwinds, uvicorn_options
     from inbots.observability.logs import configure_logging
 
     settings = settings_or_exit(host=host, port=port)
-    listen_or_exit(settings.host, settings.port)
+    # A few seconds for a port still held: the workers of a killed ``inbots web`` let go of it
+    # as they shut down, a moment after their supervisor died.
+    listen_or_exit(settings.host, settings.port, wait=WEB_PORT_WAIT_SECONDS)
     configure_logging(settings)
     logging.getLogger("inbots.web").info(
         "settings OK; serving with %d web processes", workers, extra=_describe(settings)
     )
-    with metrics_directory(settings):
+    with sigterm_unwinds(), metrics_directory(settings):
         uvicorn.run(
-            "inbots.api.app:create_app",
+            WEB_APP,  # inbots.api.app:create_app, in a worker that ends with this process
             factory=True,
             host=settings.host,
             port=settings.port,
