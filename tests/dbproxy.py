@@ -2,7 +2,8 @@
 
 - ``forward``: passes bytes both ways, a plain proxy;
 - ``hang``: accepts new connections and never answers them, and stops passing bytes on the ones
-  already open (a database that hangs: the kernel still completes the handshake);
+  already open (a database that hangs or is frozen: its kernel still completes the handshake and
+  takes the bytes); ``thaw`` passes them on again, as the database does once it resumes;
 - ``down``: closes every connection and its listening port (a database that is down: connection
   refused from then on).
 """
@@ -39,6 +40,11 @@ class DatabaseProxy:
 
     def hang(self) -> None:
         self.mode = "hang"
+
+    def thaw(self) -> None:
+        """Forward again: what the open connections sent meanwhile goes on, and new connections
+        are forwarded (those accepted while hung stay unanswered)."""
+        self.mode = "forward"
 
     def down(self) -> None:
         """Refuse from now on: the listening port and every open connection are closed."""

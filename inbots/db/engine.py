@@ -7,9 +7,11 @@ begin deferred and run alongside a writer.
 Nothing waits on the database without a bound: connecting (``INBOTS_DB_CONNECT_TIMEOUT_SECONDS``;
 without it psycopg waits 130 s for a server that accepts and never answers), each statement on
 PostgreSQL (``INBOTS_DB_STATEMENT_TIMEOUT_SECONDS``, enforced by the server, lock waits included;
-SQLite has its busy timeout) and a connection from the pool (``INBOTS_DB_POOL_TIMEOUT_SECONDS``).
-What runs past one of them becomes ``ServiceUnavailable`` in the unit of work
-(:mod:`inbots.db.outage`).
+SQLite has its busy timeout), each call to a PostgreSQL server that stopped answering (the same
+timeout plus a margin, enforced here: :mod:`inbots.db.deadline`) and a connection from the pool
+(``INBOTS_DB_POOL_TIMEOUT_SECONDS``). What runs past one of them becomes ``ServiceUnavailable`` in
+the unit of work (:mod:`inbots.db.outage`). TCP keepalives and ``tcp_user_timeout`` end a
+connection whose server or network is gone.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from inbots.config import Settings
 from inbots.db.base import import_models
+from inbots.db.deadline import Watchdog, bound_seconds
 
 
 def normalize_url(url: str) -> str:
@@ -59,11 +62,20 @@ def create_db_engine(settings: Settings) -> Engine:
         max_overflow=settings.db_pool_size,
         pool_timeout=settings.db_pool_timeout_seconds,
     )
-    event.listen(engine, "checkout", _ping_if_the_server_spoke)
+    watchdog = None
+    limit = bound_seconds(settings.db_statement_timeout_seconds)
+    if limit is not None:  # a statement timeout of 0 (the migrations): no bound here either
+        watchdog = Watchdog(limit)
+        watchdog.install(engine)
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        _ping_if_the_server_spoke(dbapi_connection, watchdog)
+
     return engine
 
 
-def _ping_if_the_server_spoke(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+def _ping_if_the_server_spoke(dbapi_connection: Any, watchdog: Watchdog | None = None) -> None:
     """The pool's liveness check, without a round trip when there is nothing to suspect.
 
     An idle pooled connection has nothing to read: every answer to it was read before it went
@@ -85,17 +97,36 @@ def _ping_if_the_server_spoke(dbapi_connection: Any, _record: Any, _proxy: Any) 
     before = dbapi_connection.autocommit
     try:
         dbapi_connection.autocommit = True
-        dbapi_connection.execute("SELECT 1")
+        if watchdog is None:
+            dbapi_connection.execute("SELECT 1")
+        else:
+            watchdog.call(dbapi_connection, dbapi_connection.execute, "SELECT 1")
         dbapi_connection.autocommit = before
     except Exception as error:  # any failure of the ping: the connection is not usable
         raise exc.DisconnectionError("the database connection failed its ping") from error
 
 
+# A connection whose server or network is gone ends within 25 s, idle or waiting: an idle one (no
+# byte unacknowledged) is probed after 10 s of silence, then every 5 s, and dropped once probes
+# have gone unanswered for 25 s (``tcp_user_timeout``; where the system has no such option, after
+# 3 unanswered probes: 10 + 3 x 5 s); bytes sent and not acknowledged for 25 s end it too. An
+# idle pooled connection that died so reads as ready, and the pool's checkout check drops it.
+TCP_KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 25_000,  # milliseconds
+}
+
+
 def postgres_connect_args(url: URL, settings: Settings) -> dict[str, Any]:
-    """libpq's ``connect_timeout`` (whole seconds) and the session's ``statement_timeout``, set in
-    the startup packet (``options``), so it holds from the first statement on. Options already in
-    the URL are kept."""
+    """libpq's ``connect_timeout`` (whole seconds), TCP keepalives and ``tcp_user_timeout``
+    (:data:`TCP_KEEPALIVES`; one given in the URL wins) and the session's ``statement_timeout``,
+    set in the startup packet (``options``), so it holds from the first statement on. Options
+    already in the URL are kept."""
     args: dict[str, Any] = {"connect_timeout": math.ceil(settings.db_connect_timeout_seconds)}
+    args.update({key: n for key, n in TCP_KEEPALIVES.items() if key not in url.query})
     statement_ms = round(settings.db_statement_timeout_seconds * 1000)
     if statement_ms > 0:
         given = url.query.get("options")

@@ -1,6 +1,7 @@
 """When the database cannot answer: which failures are an outage, and the sentence for each.
 
-A connection refused, lost or timed out, a statement cut off by the statement timeout, a pool
+A connection refused, lost or timed out, a statement cut off by the statement timeout (or, on a
+server that stopped answering, by the client-side deadline of :mod:`inbots.db.deadline`), a pool
 with no connection free in time, SQLite's write lock held past the busy timeout: the caller did
 nothing wrong and should try again shortly. The unit of work turns these into
 :class:`~inbots.errors.ServiceUnavailable` (``503 service_unavailable`` with ``Retry-After``);
@@ -15,6 +16,7 @@ import psycopg.errors
 from sqlalchemy import exc as sa
 
 from inbots.config import Settings
+from inbots.db.deadline import MARGIN_SECONDS, DeadlineExceeded
 from inbots.errors import ServiceUnavailable
 
 AGAIN = "Try again in a few seconds (a send repeated with the same Idempotency-Key is stored once)"
@@ -40,6 +42,14 @@ def outage(exc: BaseException, settings: Settings) -> ServiceUnavailable | None:
             f"{settings.db_statement_timeout_seconds:g} s (INBOTS_DB_STATEMENT_TIMEOUT_SECONDS). "
             f"{AGAIN}; if it lasts, the operator should look for long-running queries or locks "
             "held in the database."
+        )
+    if isinstance(orig, DeadlineExceeded):
+        return ServiceUnavailable(
+            "The database stopped answering: a call got no answer within "
+            f"{settings.db_statement_timeout_seconds + MARGIN_SECONDS:g} s "
+            f"(INBOTS_DB_STATEMENT_TIMEOUT_SECONDS plus {MARGIN_SECONDS:g} s) and its connection "
+            f"was dropped. {AGAIN}; if it lasts, the operator should check the database server "
+            "(frozen, overloaded, or the network to it cut)."
         )
     if isinstance(orig, psycopg.errors.ConnectionTimeout):
         return ServiceUnavailable(
