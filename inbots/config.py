@@ -154,6 +154,14 @@ class Settings(BaseSettings):
     # An agent's webhook attempts failed in a row before the operator is alerted
     # (agent.webhook_failing, once a streak; inbots.alerts).
     alert_webhook_failures: int = Field(default=5, ge=1)
+    # The operator's alerts about one agent's deliveries (delivery.stalled, delivery.failed), and
+    # queue.backlog and workers.down while they hold, are raised at most once per this: the first
+    # at once, what follows within it counted and told in one alert when it ends.
+    alert_interval_seconds: PositiveSeconds = 300.0
+    # queue.backlog: the oldest notify job has waited longer than this for a worker.
+    backlog_alert_seconds: PositiveSeconds = 300.0
+    # workers.down (told by beat itself): no renotify sweep has finished for this long.
+    workers_down_seconds: PositiveSeconds = 120.0
     broker_visibility_timeout_seconds: int = Field(default=3_600, ge=60)
     embedded_workers: int = Field(default=8, ge=1, le=256)
 
@@ -300,6 +308,11 @@ class Settings(BaseSettings):
         if self.signin_max_failures_per_address > self.signin_max_failures:
             raise ValueError(
                 "signin_max_failures_per_address: must not exceed INBOTS_SIGNIN_MAX_FAILURES"
+            )
+        if self.workers_down_seconds < 2 * self.renotify_interval_seconds:
+            raise ValueError(
+                "workers_down_seconds: must be at least twice INBOTS_RENOTIFY_INTERVAL_SECONDS "
+                "(a sweep that is merely due is not a sign of workers down)"
             )
         if self.publish_lost_seconds <= self.longest_retry_sequence_seconds:
             raise ValueError(

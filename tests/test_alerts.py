@@ -24,6 +24,7 @@ from inbots.alerts.service import approval_requested
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
+from inbots.deliveries.renotify import sweep
 from inbots.deliveries.retention import purge
 from inbots.kit.clock import utcnow
 from tests.conftest import ServerThread
@@ -31,14 +32,23 @@ from tests.helpers import Api, metric_samples, sample
 from tests.receivers import FAST, Receiver, always, receiver
 from tests.test_cli import assert_one_line_error, inbots, ok
 
-ALERTS = ["delivery.stalled", "delivery.failed", "agent.webhook_failing", "approval.requested"]
+ALERTS = [
+    "delivery.stalled",
+    "delivery.failed",
+    "agent.webhook_failing",
+    "approval.requested",
+    "queue.backlog",
+    "workers.down",
+]
 RULES = Path(__file__).resolve().parents[1] / "docs" / "alerts" / "inbots.rules.yml"
-# A delivery stalls after a second; the sweep runs every 0.3 s; three failures make a streak.
+# A delivery stalls after a second; the sweep runs every 0.3 s; three failures make a streak;
+# alerts about one agent are paced half a second apart.
 ALERTING = {
     **FAST,
     "stall_seconds": 1.0,
     "renotify_interval_seconds": 0.3,
     "alert_webhook_failures": 3,
+    "alert_interval_seconds": 0.5,
 }
 
 
@@ -474,3 +484,49 @@ def test_an_alert_that_fails_is_not_counted_as_a_failed_delivery(alone: None, ap
         assert sample(after, "inbots_deliveries_failed_total", why=why) == sample(
             before, "inbots_deliveries_failed_total", why=why
         ), why
+
+
+PACED = {**FAST, "alert_interval_seconds": 60.0, "renotify_batch_size": 10}
+
+
+@pytest.mark.parametrize("settings_overrides", [PACED])
+def test_stall_alerts_are_paced_one_per_agent_per_interval_with_counts(
+    api: Api, database: Database, settings: Settings
+) -> None:
+    """A backlog of stalls makes a few alerts, not one each: 25 deliveries to one agent and 3 to
+    another stall over three sweeps (ten a sweep). Each agent's first stall alerts at once, with
+    the count of that sweep; the rest of the interval is counted, and told in one alert when the
+    interval ends. (Before: 28 alerts.)"""
+    with receiver(always(204)) as hook:
+        alert_hook(api, hook, ["delivery.stalled"])
+        for name in ("busy", "quiet"):
+            api.agent(name)  # no webhook: nothing moves their mail
+        sender = api.agent("sender")
+        busy = sender.open_thread("Much", ["busy"])["id"]
+        quiet = sender.open_thread("Little", ["quiet"])["id"]
+        ids = [sender.send(busy, f"m{i}")["deliveries"][0]["id"] for i in range(25)]
+        ids += [sender.send(quiet, f"q{i}")["deliveries"][0]["id"] for i in range(3)]
+        start = utcnow() + timedelta(hours=1)  # everything stalls
+        published: list[Any] = []
+        for step in range(4):  # 10 + 10 + 8 stalls, then none: within one interval
+            sweep(database, settings, published.extend, start + timedelta(seconds=step))
+        early = api.ok("GET", "/events", params={"type": "delivery.stalled"})["items"]
+        sweep(database, settings, published.extend, start + timedelta(seconds=61))
+        again = sweep(database, settings, published.extend, start + timedelta(seconds=62))
+        paced = api.ok("GET", "/events", params={"type": "delivery.stalled"})["items"]
+    assert all(api.delivery(d)["stalled_at"] for d in ids)
+    assert again.stalled == 0
+    about = {e["alert"]["recipient"]: e["alert"] for e in early}
+    assert len(early) == 2 and sorted(about) == ["busy", "quiet"], early
+    # The sweep stamps the oldest first: busy's ten, then its next ten and quiet's first...
+    assert about["busy"]["count"] == 10 and len(about["busy"]["delivery_ids"]) == 10
+    assert about["quiet"]["count"] in (1, 2, 3)
+    later = [e["alert"] for e in paced if e["id"] not in {x["id"] for x in early}]
+    told = {a["recipient"]: a["count"] for a in later}
+    assert told["busy"] == 15, later  # the 15 counted since, in one alert
+    assert told.get("quiet", 0) == 3 - about["quiet"]["count"], later
+    assert sum(a["count"] for a in [*about.values(), *later]) == 28
+    listed = next(a for a in later if a["recipient"] == "busy")
+    assert len(listed["delivery_ids"]) == 10 and set(listed["delivery_ids"]) <= set(ids)
+    assert listed["since"] and listed["reason"].startswith("not acknowledged")
+    assert {job.alert for job in published} == {True}  # on the alerts' own lane

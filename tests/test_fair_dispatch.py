@@ -21,11 +21,13 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.deliveries.models import Delivery
 from inbots.deliveries.notify import Engine, make_client, notify, notify_all
+from inbots.deliveries.parking import wake
 from inbots.deliveries.renotify import sweep
 from inbots.dispatch.jobs import Job, Result
 from inbots.dispatch.limiter import Limiter, LocalLimiter, RedisLimiter, url_key
@@ -674,3 +676,58 @@ def test_a_batch_of_successes_is_recorded_in_one_insert_and_one_update(
     for job in jobs:
         assert reasons(api, job.row_id) == [(1, 1, "publish", "ok")]
         assert row(database, job.row_id).notified_at is not None
+
+
+def test_a_woken_job_that_is_skipped_hands_its_slot_to_the_next_in_line(
+    api: Api, database: Database, settings: Settings, engine: Engine
+) -> None:
+    """Two agents share a webhook URL (one line, one cap). Three deliveries park behind a held
+    slot: two of the first agent's, then one of the second's. The first agent stops receiving
+    message.created. When the slot frees, the oldest is woken and skipped: it must wake the next,
+    and that one the next, so the second agent's delivery goes out now — not one slot per sweep
+    (the probe: 1,385 alerts waited behind 2,395 unwanted ones, about 5 hours)."""
+    with receiver(always(200)) as hook:
+        first = mail(api, hook.url, 2)
+        (second,) = mail(api, hook.url, 1)
+        key = url_key(hook.url)
+        lease = engine.limiter.acquire(key)
+        assert lease
+        assert [notify(engine, Job(d, 1)).outcome for d in [*first, second]] == ["parked"] * 3
+        owner = api.delivery(first[0])["recipient"]
+        api.ok("PUT", f"/agents/{owner}/webhook", json={"url": hook.url, "webhook_events": []})
+        engine.limiter.release(key, lease)
+        with database.engine.begin() as conn:  # the slot's release wakes the oldest, as it does
+            woken = wake(Session(conn), key, 1, utcnow())
+        assert woken == [Job(first[0], 1)]
+        outcomes = []
+        while woken:
+            result = notify(engine, woken.pop())
+            outcomes.append(result.outcome)
+            woken += list(result.wake)
+        assert outcomes == ["skipped", "skipped", "notified"], outcomes
+        assert api.delivery(second)["state"] == "notified"
+        assert all(row(database, d).parked_key is None for d in [*first, second])
+
+
+@pytest.mark.parametrize("timings", [{**FAST, "retry_schedule": "0.05"}], ids=["two-attempts"])
+def test_routine_outcomes_log_at_info_and_only_a_failure_warns(
+    api: Api, engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A receiver answering 500 is its owner's problem and the attempt log records it: the retry
+    is an INFO line; the delivery failing for good is the one WARNING. (Before, every retry was
+    a warning: thousands in one receiver's outage.)"""
+    with receiver(always(500)) as hook:
+        (delivery_id,) = mail(api, hook.url, 1)
+        with caplog.at_level(logging.INFO, logger="inbots.deliveries.notify"):
+            assert notify(engine, Job(delivery_id, 1)).outcome == "retry"
+            time.sleep(0.1)
+            assert notify(engine, Job(delivery_id, 1)).outcome == "failed"
+    lines = [
+        (r.levelname, r.getMessage())
+        for r in caplog.records
+        if r.name == "inbots.deliveries.notify" and getattr(r, "delivery_id", "") == delivery_id
+    ]
+    assert lines == [
+        ("INFO", "webhook attempt 1: retry"),
+        ("WARNING", "webhook attempt 2: failed"),
+    ], lines

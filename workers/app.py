@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
-from celery.signals import celeryd_after_setup, setup_logging, worker_ready
+from celery.signals import beat_init, celeryd_after_setup, setup_logging, worker_ready
 from kombu import Queue
 from kombu.utils.objects import cached_property
 
@@ -81,6 +81,15 @@ def _alerts_with_mail(instance: Any, **_: Any) -> None:
     queues = instance.app.amqp.queues
     if NOTIFY_QUEUE in queues.consume_from and ALERT_QUEUE not in queues.consume_from:
         queues.select_add(ALERT_QUEUE)
+
+
+@beat_init.connect
+def _watch(**_: Any) -> None:
+    """Beat watches the installation itself (queue.backlog, workers.down) and sends those alerts
+    from its own process: with every worker down they still get through."""
+    from inbots.deliveries.engine import beat_watch
+
+    beat_watch(settings).start()
 
 
 @worker_ready.connect

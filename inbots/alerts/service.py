@@ -13,17 +13,23 @@ operator's webhook receives its type (Prometheus, reading the same state, covers
 
 Raised:
 
-- ``delivery.stalled`` by the renotify sweep, for each delivery it stamps stalled
+- ``delivery.stalled`` by the renotify sweep, for deliveries it stamps stalled
   (:func:`deliveries_stalled`);
 - ``delivery.failed`` wherever a delivery is stamped failed — its attempts or its publishes
   exhausted, or its webhook answered 410 (:func:`deliveries_failed`);
 - ``agent.webhook_failing`` when an agent's webhook attempts have failed
   ``INBOTS_ALERT_WEBHOOK_FAILURES`` times in a row, once a streak (:func:`webhook_attempted`);
-- ``approval.requested`` by the approval gate (:func:`approval_requested`).
+- ``approval.requested`` by the approval gate (:func:`approval_requested`);
+- ``queue.backlog`` and ``workers.down`` by the watch (:mod:`.watch`).
 
-Each is raised in the transaction of the stamp it reports, once per transition. Those raised by
-the engine's own units (which carry no effects) are returned as jobs for the engine to publish;
-:func:`approval_requested` runs in a request's unit and publishes after its commit.
+Stall and failure alerts are paced per agent (:mod:`.pace`): the first of an interval at once, with
+the deliveries of that transaction (``count``); those that follow within the interval are counted,
+and the sweep tells them in one alert when it ends (:func:`paced_alerts`). So a backlog of
+thousands makes a few alerts, not thousands. Each is raised in the transaction of the stamp it
+reports. Those raised by the engine's own units (which carry no effects) are returned as jobs for
+the engine to publish; :func:`approval_requested` runs in a request's unit and publishes after its
+commit. Every alert's job takes the alerts' own lane and in-flight slots
+(:data:`~inbots.dispatch.jobs.ALERT_QUEUE`).
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ from sqlalchemy import and_, func, insert, literal, or_, select, update
 from sqlalchemy.orm import aliased
 
 from inbots.agents.models import KIND_AGENT, KIND_OPERATOR, Agent
+from inbots.alerts import pace
+from inbots.alerts.models import AlertWindow
 from inbots.alerts.schemas import AlertWebhookRead, AlertWebhookSet
 from inbots.auth.service import Caller
 from inbots.db.uow import UnitOfWork, reads
@@ -144,7 +152,7 @@ def rotate_alert_secret(uow: UnitOfWork, caller: Caller) -> AlertWebhookRead:
 # Raising alerts.
 
 
-def _receives(operator: Any, event_type: str) -> list[Any]:
+def receives(operator: Any, event_type: str) -> list[Any]:
     """SQL: ``operator`` (an alias of Agent) is a workspace's operator row whose webhook
     receives ``event_type``."""
     return [
@@ -155,7 +163,7 @@ def _receives(operator: Any, event_type: str) -> list[Any]:
     ]
 
 
-def _row(
+def alert_row(
     workspace_id: str,
     event_type: str,
     operator_id: str,
@@ -181,7 +189,7 @@ def _row(
     }
 
 
-def _store(uow: UnitOfWork, rows: list[dict[str, Any]]) -> list[Job]:
+def store(uow: UnitOfWork, rows: list[dict[str, Any]]) -> list[Job]:
     """Store alerts (one INSERT: NULLs are sent as NULL) and return their first publish's jobs."""
     if not rows:
         return []
@@ -191,17 +199,36 @@ def _store(uow: UnitOfWork, rows: list[dict[str, Any]]) -> list[Job]:
     return [Job(row["id"], 1, "publish", alert=True) for row in rows]
 
 
-def _delivery_alerts(
-    uow: UnitOfWork,
-    event_type: str,
-    delivery_ids: Sequence[str],
-    now: datetime,
-    reason: str | None,
-) -> list[Job]:
-    if not delivery_ids:
-        return []
+# An alert about several deliveries lists this many of their ids (``count`` says how many).
+LISTED = 10
+
+
+def _delivery_detail(
+    uow: UnitOfWork, event_type: str, d: Any, reason: str | None, now: datetime
+) -> dict[str, Any]:
+    """The fields of an alert about delivery ``d`` (its newest, when it reports several)."""
+    why = reason or d.failure_reason
+    if event_type == DELIVERY_STALLED:
+        why = (
+            f"not acknowledged and no progress since {rfc3339(d.moved_at)} "
+            f"(INBOTS_STALL_SECONDS {uow.settings.stall_seconds:g})"
+        )
+    return {
+        "delivery_id": d.id,
+        "message_id": d.message_id,
+        "thread_id": d.thread_id,
+        "recipient": d.username,
+        "state": "stalled" if event_type == DELIVERY_STALLED else "failed",
+        "at": rfc3339(now),
+        "reason": why,
+    }
+
+
+def _about_deliveries(event_type: str) -> Any:
+    """Deliveries with their recipient's name and the id of a workspace operator whose webhook
+    receives ``event_type`` (none: no row)."""
     recipient, operator = aliased(Agent), aliased(Agent)
-    found = uow.session.execute(
+    return (
         select(
             Delivery.id,
             Delivery.workspace_id,
@@ -215,28 +242,86 @@ def _delivery_alerts(
         )
         .join(recipient, recipient.id == Delivery.recipient_id)
         .join(operator, operator.workspace_id == Delivery.workspace_id)
-        .where(Delivery.id.in_(delivery_ids), *_receives(operator, event_type))
+        .where(*receives(operator, event_type))
+    )
+
+
+def _delivery_alerts(
+    uow: UnitOfWork,
+    event_type: str,
+    delivery_ids: Sequence[str],
+    now: datetime,
+    reason: str | None,
+) -> list[Job]:
+    """Count these deliveries in their recipients' windows, and alert about each recipient whose
+    last alert of this type is an interval old (or who has none): one alert for all of them,
+    with the ones counted since (``count``)."""
+    if not delivery_ids:
+        return []
+    found = uow.session.execute(
+        _about_deliveries(event_type)
+        .where(Delivery.id.in_(delivery_ids))
+        .order_by(Delivery.recipient_id, Delivery.id)
     ).all()
-    state = "stalled" if event_type == DELIVERY_STALLED else "failed"
-    rows = []
+    by_recipient: dict[str, list[Any]] = {}
     for d in found:
-        why = reason or d.failure_reason
-        if event_type == DELIVERY_STALLED:
-            why = (
-                f"not acknowledged and no progress since {rfc3339(d.moved_at)} "
-                f"(INBOTS_STALL_SECONDS {uow.settings.stall_seconds:g})"
-            )
-        detail = {
-            "delivery_id": d.id,
-            "message_id": d.message_id,
-            "thread_id": d.thread_id,
-            "recipient": d.username,
-            "state": state,
-            "at": rfc3339(now),
-            "reason": why,
-        }
-        rows.append(_row(d.workspace_id, event_type, d.operator_id, d.recipient_id, detail, now))
-    return _store(uow, rows)
+        by_recipient.setdefault(d.recipient_id, []).append(d)
+    rows = []
+    interval = uow.settings.alert_interval_seconds
+    for recipient_id, ds in by_recipient.items():  # in id order: two units lock in one order
+        window = pace.count(uow, recipient_id, event_type, len(ds), now)
+        if not pace.due(window.alerted_at, now, interval):
+            continue  # told when this window ends (paced_alerts)
+        last = ds[-1]
+        detail = _delivery_detail(uow, event_type, last, reason, now)
+        detail["count"] = window.unreported
+        detail["since"] = rfc3339(window.since)
+        detail["delivery_ids"] = [d.id for d in ds[-LISTED:]]
+        operator_id = last.operator_id
+        rows.append(
+            alert_row(last.workspace_id, event_type, operator_id, recipient_id, detail, now)
+        )
+        pace.reported(uow, recipient_id, event_type, now)
+    return store(uow, rows)
+
+
+def paced_alerts(uow: UnitOfWork, now: datetime) -> list[Job]:
+    """The stall and failure alerts held back by the pace: for each agent whose deliveries were
+    counted since its last alert of a type and whose interval has passed, one alert telling how
+    many (``count``) and listing the newest. Run by the renotify sweep."""
+    cutoff = now - timedelta(seconds=uow.settings.alert_interval_seconds)
+    windows = uow.session.execute(
+        select(AlertWindow.subject_id, AlertWindow.type, AlertWindow.unreported, AlertWindow.since)
+        .where(
+            AlertWindow.type.in_((DELIVERY_STALLED, DELIVERY_FAILED)),
+            AlertWindow.unreported > 0,
+            AlertWindow.alerted_at <= cutoff,
+        )
+        .order_by(AlertWindow.subject_id, AlertWindow.type)
+        .limit(uow.settings.renotify_batch_size)
+        .with_for_update(skip_locked=True)
+    ).all()
+    rows = []
+    for w in windows:
+        stamp = Delivery.stalled_at if w.type == DELIVERY_STALLED else Delivery.failed_at
+        ds = uow.session.execute(
+            _about_deliveries(w.type)
+            .where(Delivery.recipient_id == w.subject_id, stamp >= w.since)
+            .order_by(stamp.desc(), Delivery.id.desc())
+            .limit(LISTED)
+        ).all()
+        pace.reported(uow, w.subject_id, w.type, now)
+        if not ds:  # gone (purged), or the operator no longer receives the type
+            continue
+        newest = ds[0]
+        detail = _delivery_detail(uow, w.type, newest, None, now)
+        detail["count"] = w.unreported
+        detail["since"] = rfc3339(w.since)
+        detail["delivery_ids"] = [d.id for d in ds]
+        rows.append(
+            alert_row(newest.workspace_id, w.type, newest.operator_id, w.subject_id, detail, now)
+        )
+    return store(uow, rows)
 
 
 def deliveries_stalled(uow: UnitOfWork, delivery_ids: Sequence[str], now: datetime) -> list[Job]:
@@ -298,7 +383,7 @@ def webhook_attempted(
         .where(
             mine,
             Agent.webhook_failures == threshold,
-            *_receives(operator, AGENT_WEBHOOK_FAILING),
+            *receives(operator, AGENT_WEBHOOK_FAILING),
         )
     ).first()
     if found is None:
@@ -313,8 +398,8 @@ def webhook_attempted(
         "last_status_code": status_code,
         "at": rfc3339(now),
     }
-    return _store(
-        uow, [_row(workspace_id, AGENT_WEBHOOK_FAILING, operator_id, agent_id, detail, now)]
+    return store(
+        uow, [alert_row(workspace_id, AGENT_WEBHOOK_FAILING, operator_id, agent_id, detail, now)]
     )
 
 
@@ -344,7 +429,7 @@ def approval_requested(
                 or_(Agent.id == sender, Agent.username == sender),
             ),
         )
-        .where(operator.workspace_id == workspace_id, *_receives(operator, APPROVAL_REQUESTED))
+        .where(operator.workspace_id == workspace_id, *receives(operator, APPROVAL_REQUESTED))
     ).first()
     if found is None:
         return
@@ -360,7 +445,7 @@ def approval_requested(
     }
     actor = sender_id or operator_id
     uow.enqueue(
-        *_store(uow, [_row(workspace_id, APPROVAL_REQUESTED, operator_id, actor, detail, now)])
+        *store(uow, [alert_row(workspace_id, APPROVAL_REQUESTED, operator_id, actor, detail, now)])
     )
 
 

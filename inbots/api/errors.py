@@ -236,7 +236,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(DataError)
     async def _data(_: Request, exc: DataError) -> JSONResponse:
         # A value the database cannot hold slipped past validation: still the caller's input.
-        log.warning("database refused a value: %s", type(exc.orig).__name__)
+        log.info("database refused a value: %s", type(exc.orig).__name__)
         return envelope(422, "validation_error", "A value in the request cannot be stored.")
 
     @app.exception_handler(DBAPIError)

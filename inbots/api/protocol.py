@@ -77,7 +77,7 @@ class _Limited:
     def _refuse(self, status: int, code: str, message: str) -> None:
         if self.transport.is_closing():
             return
-        log.warning(
+        log.info(  # the client's mistake, as a 4xx answer is: routine for the server
             "request refused before the app: %s",
             message,
             extra={"status_code": status, "client": self.client[0] if self.client else None},

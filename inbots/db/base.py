@@ -48,6 +48,7 @@ class Base(DeclarativeBase):
 def import_models() -> None:
     """Import every model module so ``Base.metadata`` knows all tables (Alembic, tests)."""
     import inbots.agents.models
+    import inbots.alerts.models
     import inbots.approvals.models
     import inbots.auth.models
     import inbots.deliveries.models

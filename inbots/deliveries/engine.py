@@ -5,7 +5,9 @@
   process, with in-memory leases for the per-URL cap.
 - **Production** (a broker): web processes publish to Celery and relay long-poll wake-ups over
   Redis; each Celery worker builds one :class:`~inbots.deliveries.notify.Engine` (Redis leases)
-  with :func:`worker_engine`, and its tasks call the same two functions.
+  with :func:`worker_engine`, and its tasks call the same two functions. Celery beat runs the
+  installation's watch (:mod:`inbots.alerts.watch`) and sends its alerts itself, with a local
+  dispatcher of its own (:func:`beat_watch`): they need no worker.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Callable, Sequence
 
 import redis
 
+from inbots.alerts import watch
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.deliveries.notify import Engine, make_client, notify_all
@@ -25,6 +28,7 @@ from inbots.dispatch.limiter import LocalLimiter, RedisLimiter
 from inbots.dispatch.local import LocalDispatcher
 from inbots.dispatch.publisher import CeleryPublisher, broker_breaker
 from inbots.dispatch.wakeups import RedisRelay, WakeupHub
+from inbots.kit.clock import utcnow
 
 
 def build_dispatch(settings: Settings, db: Database) -> Dispatch:
@@ -56,6 +60,7 @@ def embedded_dispatch(settings: Settings, db: Database) -> Dispatch:
 
     def sweep_once(publisher: Publisher) -> None:
         sweep(db, settings, publisher.publish, limiter=engine.limiter, backlog=local.backlog)
+        publisher.publish(watch.check(db, settings, local.backlog(), utcnow()))
 
     local = LocalDispatcher(settings, run, sweep_once)
     return Dispatch(
@@ -74,3 +79,27 @@ def worker_engine(settings: Settings) -> Engine:
         client, settings.webhook_max_in_flight_per_url, ttl_seconds=settings.inflight_lease_seconds
     )
     return Engine(Database(settings), settings, make_client(settings), limiter)
+
+
+def beat_watch(settings: Settings) -> LocalDispatcher:
+    """Celery beat's watch: every renotify interval, :func:`inbots.alerts.watch.check` with the
+    broker's backlog, its alerts sent from this process by the embedded default's dispatcher
+    (its own database pool, HTTP client and in-flight slots; retries on its timer), so they get
+    through with every worker down. Started by ``workers.app`` when beat starts."""
+    db = Database(settings)
+    engine = Engine(
+        db,
+        settings,
+        make_client(settings),
+        LocalLimiter(settings.webhook_max_in_flight_per_url, settings.inflight_lease_seconds),
+    )
+    started = utcnow()
+
+    def run(jobs: Sequence[Job], then: Callable[[Job, Result], None]) -> list[Result]:
+        return notify_all(engine, jobs, then)
+
+    def watch_once(publisher: Publisher) -> None:
+        waiting = broker.backlog(settings)
+        publisher.publish(watch.check(db, settings, waiting, utcnow(), watching_since=started))
+
+    return LocalDispatcher(settings, run, watch_once)

@@ -227,10 +227,16 @@ def _claim_in(
     if job.publish != row.publish_count:
         return Result("skipped", reason="superseded by a later publish")
     if loaded.skip:
+        woken: list[Job] = []
+        if row.parked_at is not None and row.parked_key is None and recipient.webhook_url:
+            # Woken from its URL's line for a slot it will not use: the next in line gets it
+            # (else a line of unwanted rows would move one slot per sweep).
+            alert = isinstance(row, Event) and row.type in subscriptions.ALERT_TYPES
+            woken = wake(session, url_key(recipient.webhook_url, alert), 1, now)
         unpark(row)
         if row.next_attempt_at is not None:  # the retry it stood for will never be made
             row.next_attempt_at = None
-        return Result("skipped", reason=loaded.skip)
+        return Result("skipped", reason=loaded.skip, wake=tuple(woken))
     if read and not lost:
         total, attempts_so_far, succeeded = read[1]
     else:  # (a lost attempt was just logged: count it too)
@@ -679,7 +685,7 @@ def _observe(job: Job, claim: _Claim, sent: _Sent, result: Result) -> None:
     if result.outcome == "notified" and delivery:  # new mail's latency, not an event's
         metrics.observe_notified(claim.accepted_at, utcnow())
     log.log(
-        logging.INFO if result.outcome == "notified" else logging.WARNING,
+        logging.WARNING if result.outcome == "failed" else logging.INFO,  # the rest is routine
         "webhook attempt %s: %s",
         claim.number,
         result.outcome,

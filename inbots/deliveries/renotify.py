@@ -22,8 +22,9 @@ SQLite serialises writers), so two runs at once never act on the same row:
 - a delivery that is not acknowledged and not failed and has not moved for the stall threshold,
   with no stall stamp since it last moved, is stamped ``stalled_at``; one its recipient marked
   working only once the working stall time has also passed since its last heartbeat. Each stamp
-  (and each delivery failed above) raises the operator's alert (:mod:`inbots.alerts`), published
-  with the rest;
+  (and each delivery failed above) counts toward the operator's alert about its recipient
+  (:mod:`inbots.alerts`: one per agent per interval), and the alerts whose interval ended are
+  raised, published with the rest;
 - a delivery whose message's ``ttl_seconds`` has passed unacknowledged is stamped ``expired_at``
   (read through ``ix_deliveries_expiring``, in batches until none is left): it leaves the inbox,
   is never notified again and no longer counts toward the caps;
@@ -374,6 +375,8 @@ def sweep(
         publish(woken)
     expired = expire(db, settings, moment)
     stalled, stalled_alerts = _mark_stalled(db, settings, moment)
+    with unit_of_work(db) as uow:  # the stall and failure alerts held back by their pace
+        stalled_alerts += alerts.paced_alerts(uow, moment)
     if stalled_alerts:
         publish(stalled_alerts)
     purged = retention.purge(db, settings).threads if settings.retention_days else 0

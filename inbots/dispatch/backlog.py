@@ -36,8 +36,9 @@ class Backlog:
 
     @property
     def depth(self) -> int:
-        """Jobs waiting in every lane."""
-        return sum(lane.depth for lane in self.lanes.values())
+        """Notify jobs waiting, in every notify lane (the sweep's own lane is not notify
+        work)."""
+        return sum(lane.depth for name, lane in self.lanes.items() if name in NOTIFY_LANES)
 
     def oldest(self) -> float | None:
         """When the oldest job waiting on a notify lane was published (Unix seconds), or

@@ -18,7 +18,7 @@ class ThreadCounts(Model):
 
 
 class QueueCounts(Model):
-    depth: int  # jobs waiting for a worker, in every queue
+    depth: int  # notify jobs waiting for a worker (notify, notify-retry and alerts)
     # how long the oldest notify job waiting for a worker has waited; null when none waits
     oldest_age_seconds: float | None
     queues: dict[str, int]  # jobs waiting in each queue (notify, notify-retry, alerts, sweep)

@@ -14,7 +14,7 @@ router = APIRouter(tags=["alerts"], route_class=AuthFirstRoute)
 @router.put("/operator/webhook", response_model=AlertWebhookRead)
 def set_alert_webhook(ctx: OperatorCtx, body: AlertWebhookSet) -> AlertWebhookRead:
     """Set or change the operator's alert webhook URL and the alert types it receives
-    (``events``; a new webhook receives all four). The signing secret is minted and shown in the
+    (``events``; a new webhook receives them all). The signing secret is minted and shown in the
     first answer only."""
     return ctx.run(service.set_alert_webhook, body)
 

@@ -10,10 +10,11 @@ from inbots.cli import views
 from inbots.cli.client import path
 from inbots.cli.options import Operator, operator_command
 from inbots.cli.render import say
+from inbots.webhooks.subscriptions import ALERT_TYPES
 
 app = typer.Typer(
     help="The operator's alert webhook: stalled and failed deliveries, failing agent webhooks, "
-    "messages held for approval (see docs/operations.md, Alerts).",
+    "messages held for approval, a backlog and workers down (see docs/operations.md, Alerts).",
     no_args_is_help=True,
 )
 
@@ -30,9 +31,8 @@ def alerts_set(
     events: Annotated[
         str | None,
         typer.Option(
-            help="Comma-separated alert types it receives: delivery.stalled, delivery.failed, "
-            "agent.webhook_failing, approval.requested ('' for none; omitted: unchanged, and "
-            "all of them for a new webhook)."
+            help=f"Comma-separated alert types it receives: {', '.join(ALERT_TYPES)} ('' for "
+            "none; omitted: unchanged, and all of them for a new webhook)."
         ),
     ] = None,
 ) -> None:
