@@ -145,9 +145,9 @@ def unresolved_foreign_keys(env: dict[str, str]) -> list[str]:
 
 class CeleryWorker:
     """``celery -A workers worker --pool threads --concurrency 8 -Q
-    notify,notify-retry,alerts,sweep`` from the repository root, with the environment given (``INBOTS_*`` from the caller's own
-    environment removed first), plus ``--include`` when asked. Stopped with SIGTERM: Celery's
-    warm shutdown."""
+    notify,notify-retry,alerts,sweep`` from the repository root, with the environment given
+    (``INBOTS_*`` from the caller's own environment removed first), plus ``--include`` when
+    asked. Stopped with SIGTERM: Celery's warm shutdown."""
 
     def __init__(
         self, env: dict[str, str], concurrency: int, include: tuple[str, ...] = ()
