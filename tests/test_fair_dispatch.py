@@ -731,3 +731,24 @@ def test_routine_outcomes_log_at_info_and_only_a_failure_warns(
         ("INFO", "webhook attempt 1: retry"),
         ("WARNING", "webhook attempt 2: failed"),
     ], lines
+
+
+def test_an_alert_has_slots_of_its_own_at_a_url_that_agents_webhooks_fill(
+    api: Api, engine: Engine
+) -> None:
+    """The operator's alert webhook and an agent's webhook share a URL (one chat bridge for
+    both). Every slot of that URL is taken by the agent's mail, and more mail waits parked: the
+    alert is sent all the same, on the alerts' own slots — a backlog of mail never holds up the
+    alert about it. (Before, alerts queued behind mail at the same URL.)"""
+    with receiver(always(200)) as hook:
+        (mail_id,) = mail(api, hook.url, 1)
+        api.ok("PUT", "/operator/webhook", json={"url": hook.url, "events": ["approval.requested"]})
+        held = api.agent("held")
+        api.ok("PUT", "/policy", json={"approval": {"senders": ["held"]}})
+        held.send(held.open_thread("Held", ["operator"])["id"], "needs a yes")
+        (alert,) = api.ok("GET", "/events", params={"type": "approval.requested"})["items"]
+        lease = engine.limiter.acquire(url_key(hook.url))
+        assert lease
+        assert notify(engine, Job(mail_id, 1)).outcome == "parked"
+        assert notify(engine, Job(alert["id"], 1, alert=True)).outcome == "notified"
+        assert [r.headers["webhook-id"] for r in hook.requests] == [alert["id"]]

@@ -69,9 +69,18 @@ def test_the_embedded_default_has_no_broker_to_report(api: Api) -> None:
     ready = api.client.get("/readyz")
     assert ready.status_code == 200, ready.text
     assert ready.json() == {"status": "ready", "database": "up", "broker": "embedded"}
-    assert api.ok("GET", "/stats")["broker"] == "embedded"
+    stats = api.ok("GET", "/stats")
+    assert stats["broker"] == "embedded"
+    # The embedded default's own lanes: nothing waits for a thread here.
+    assert stats["queue"] == {
+        "depth": 0,
+        "oldest_age_seconds": None,
+        "queues": {"notify": 0, "notify-retry": 0, "alerts": 0},
+    }, stats
     samples = metric_samples(api.client.get("/metrics").text)
     assert ("inbots_broker_up", ()) not in samples
+    assert sample(samples, "inbots_notify_queue_depth", queue="notify") == 0
+    assert ("inbots_notify_queue_oldest_age_seconds", ()) in samples
 
 
 def test_healthz_answers_while_the_process_is_up(api: Api) -> None:
