@@ -101,19 +101,19 @@ class RedisServer:
         self._dir.cleanup()
 
 
-# Every model module, as ``inbots.db.base.import_models`` lists them.
+# Every model module, as ``inbots.models.base.import_models`` lists them.
 MODEL_MODULES = (
-    "inbots.agents.models",
-    "inbots.deliveries.models",
-    "inbots.messages.models",
-    "inbots.threads.models",
-    "inbots.workspaces.models",
+    "inbots.models.agents",
+    "inbots.models.deliveries",
+    "inbots.models.messages",
+    "inbots.models.threads",
+    "inbots.models.workspaces",
 )
 
 _CHECK_MODELS = """
 import json, sys
 import workers  # what `celery -A workers` loads
-from inbots.db.base import Base
+from inbots.models.base import Base
 missing = []
 for table in Base.metadata.tables.values():
     for fk in table.foreign_keys:

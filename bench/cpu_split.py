@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             "INBOTS_STALL_SECONDS": STALL_SECONDS,
             **GOVERNED,
         }
-        inbots = ServerProcess("inbots", "inbots.api.app:create_app", served)
+        inbots = ServerProcess("inbots", "inbots.app:create_app", served)
         stack.callback(inbots.stop)
         inbots.start()
         world = build_world(plan, inbots.url, workspace.token, workspace.db, workspace.workspace_id)

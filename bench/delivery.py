@@ -53,9 +53,9 @@ from bench.load import alternate, percentile, run_load
 from bench.receiver import Arrival, ReceiverProcess
 from bench.servers import REPO_ROOT, ServerProcess, free_port
 from inbots.db.engine import Database
-from inbots.deliveries.models import Delivery, DeliveryAttempt
 from inbots.deliveries.notify import USER_AGENT
 from inbots.dispatch.jobs import NOTIFY_BATCH_TASK, NOTIFY_QUEUE
+from inbots.models.deliveries import Delivery, DeliveryAttempt
 from inbots.webhooks import signing
 
 BODY_FILL = "Build 4127 is green on staging; please review the migration notes and confirm. "
@@ -904,7 +904,7 @@ def run_backend(backend: str, plan: Plan, pg_admin_url: str) -> dict[str, Any]:
             "INBOTS_RATE_LIMIT_PER_MINUTE": "1000000",
             "INBOTS_RATE_LIMIT_BURST": "1000000",
         }
-        api = ServerProcess("inbots", "inbots.api.app:create_app", env)
+        api = ServerProcess("inbots", "inbots.app:create_app", env)
         stack.callback(api.stop)
         api.start()
         # Workaround, not a fix: a worker that imports only `workers` cannot resolve every
@@ -928,7 +928,7 @@ def run_backend(backend: str, plan: Plan, pg_admin_url: str) -> dict[str, Any]:
         rig.second = second
         unbatched = ServerProcess(
             "inbots-unbatched",
-            "inbots.api.app:create_app",
+            "inbots.app:create_app",
             {**env, "INBOTS_NOTIFY_BATCH_SIZE": "1"},
         )
         stack.callback(unbatched.stop)

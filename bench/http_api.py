@@ -49,8 +49,8 @@ from bench.seed import InboxSeed, analyze, seed_inbox, seed_items
 from bench.servers import ServerProcess
 from inbots.config import Settings
 from inbots.db.engine import Database
-from inbots.deliveries.models import Delivery
-from inbots.messages.models import Message
+from inbots.models.deliveries import Delivery
+from inbots.models.messages import Message
 
 # Caps and the rate limit on, above what the workload reaches (every send is checked: its
 # token bucket and its recipients' ledger rows are updated, none is refused), and off.
@@ -431,18 +431,16 @@ def run_backend(backend: str, plan: Plan, pg_admin_url: str) -> dict[str, Any]:
             "INBOTS_LOG_LEVEL": "WARNING",
             "INBOTS_STALL_SECONDS": STALL_SECONDS,  # keeps the seeded mail from stalling
         }
-        inbots = ServerProcess("inbots", "inbots.api.app:create_app", {**served, **GOVERNED})
+        inbots = ServerProcess("inbots", "inbots.app:create_app", {**served, **GOVERNED})
         stack.callback(inbots.stop)
         inbots.start()
         # The caps figure compares two servers with the same history: both start here and
         # serve nothing but its sends (the main server above also serves the other figures).
-        governed = ServerProcess(
-            "inbots-governed", "inbots.api.app:create_app", {**served, **GOVERNED}
-        )
+        governed = ServerProcess("inbots-governed", "inbots.app:create_app", {**served, **GOVERNED})
         stack.callback(governed.stop)
         governed.start()
         ungoverned = ServerProcess(
-            "inbots-ungoverned", "inbots.api.app:create_app", {**served, **UNGOVERNED}
+            "inbots-ungoverned", "inbots.app:create_app", {**served, **UNGOVERNED}
         )
         stack.callback(ungoverned.stop)
         ungoverned.start()

@@ -198,7 +198,7 @@ def run_backend(backend: str, plan: Plan, pg_admin_url: str) -> dict[str, Any]:
     load_before = os.getloadavg()
     with fresh_workspace(backend, pg_admin_url) as workspace, ExitStack() as stack:
         server = ServerProcess(
-            "inbots", "inbots.api.app:create_app", {"INBOTS_DATABASE_URL": workspace.url, **SERVED}
+            "inbots", "inbots.app:create_app", {"INBOTS_DATABASE_URL": workspace.url, **SERVED}
         )
         stack.callback(server.stop)
         server.start()

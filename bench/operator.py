@@ -43,8 +43,8 @@ from bench.load import RunResult, alternate, percentile, run_load, run_summary
 from bench.seed import InboxSeed, analyze, seed_inbox
 from bench.servers import ServerProcess
 from inbots.db.engine import Database
-from inbots.deliveries.models import Delivery
 from inbots.deliveries.renotify import EXHAUSTED
+from inbots.models.deliveries import Delivery
 
 READER_UNACKED = 100  # the registered agent's share of the seeded mail (not measured here)
 READER_ACKED = 100
@@ -254,7 +254,7 @@ def run_size(backend: str, plan: Plan, size: int, pg_admin_url: str) -> dict[str
 
         inbots = ServerProcess(
             "inbots",
-            "inbots.api.app:create_app",
+            "inbots.app:create_app",
             {
                 "INBOTS_DATABASE_URL": url,
                 "INBOTS_LOG_LEVEL": "WARNING",

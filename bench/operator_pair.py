@@ -69,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
             "INBOTS_LOG_LEVEL": "WARNING",
             "INBOTS_STALL_SECONDS": STALL_SECONDS,
         }
-        here = ServerProcess("this", "inbots.api.app:create_app", env)
-        other = ServerProcess("other", "inbots.api.app:create_app", env)
+        here = ServerProcess("this", "inbots.app:create_app", env)
+        other = ServerProcess("other", "inbots.app:create_app", env)
         try:
             here.start()
             root, servers.REPO_ROOT = servers.REPO_ROOT, args.other.resolve()

@@ -215,7 +215,7 @@ def run_backend(backend: str, plan: Plan, pg_admin_url: str) -> dict[str, Any]:
 def _server(database_url: str) -> ServerProcess:
     return ServerProcess(
         "inbots",
-        "inbots.api.app:create_app",
+        "inbots.app:create_app",
         {
             "INBOTS_DATABASE_URL": database_url,
             "INBOTS_LOG_LEVEL": "WARNING",

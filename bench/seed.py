@@ -29,9 +29,9 @@ from sqlalchemy import Connection, Engine, text
 if TYPE_CHECKING:
     import psycopg
 
-from inbots.agents.models import KIND_AGENT
 from inbots.deliveries.tallies import recount
-from inbots.threads.models import OPEN
+from inbots.models.agents import KIND_AGENT
+from inbots.models.threads import OPEN
 
 BATCH = 5_000
 RECIPIENTS_PER_MESSAGE = 5  # every seeded thread has 6 participants

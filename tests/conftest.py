@@ -25,16 +25,16 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.pool import StaticPool
 
-from inbots.api.app import create_app
-from inbots.api.protocol import protocol_for
+from inbots.app import create_app
 from inbots.config import Settings, load_settings
-from inbots.db.base import Base, import_models
 from inbots.db.engine import Database
 from inbots.db.migrate import upgrade
 from inbots.db.uow import unit_of_work
 from inbots.dispatch.effects import Dispatch
 from inbots.dispatch.jobs import Publisher
 from inbots.dispatch.local import LocalDispatcher
+from inbots.models import Base
+from inbots.web.protocol import protocol_for
 from inbots.workspaces.service import create_workspace
 from tests.helpers import TLS, Api
 
@@ -184,7 +184,6 @@ _EMPTIERS: dict[str, Engine] = {}
 
 def _emptying_order() -> list[str]:
     """Every model's table, children before parents (so each DELETE breaks no foreign key)."""
-    import_models()
     return [table.name for table in reversed(Base.metadata.sorted_tables)]
 
 

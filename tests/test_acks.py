@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
-from inbots.deliveries.models import Delivery
+from inbots.models.deliveries import Delivery
 from tests.helpers import Api, Caller, assert_error
 
 

@@ -13,8 +13,8 @@ import pytest
 from mcp import Client
 from sqlalchemy import func, select
 
-from inbots.agents.models import AgentSession
 from inbots.db.engine import Database
+from inbots.models.agents import AgentSession
 from tests.helpers import Api
 from tests.mcp_client import INITIALIZE, MCP_HEADERS, Tools, over_http, run
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from inbots.agents.models import Agent
 from inbots.db.engine import Database
-from inbots.deliveries.models import Delivery
+from inbots.models.agents import Agent
+from inbots.models.deliveries import Delivery
 from tests.helpers import Api, Caller, assert_error
 
 SLACK = timedelta(seconds=1)

@@ -19,7 +19,6 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
-from inbots.agents.models import Agent
 from inbots.alerts.service import approval_requested
 from inbots.config import Settings
 from inbots.db.engine import Database
@@ -27,6 +26,7 @@ from inbots.db.uow import unit_of_work
 from inbots.deliveries.renotify import sweep
 from inbots.deliveries.retention import purge
 from inbots.kit.clock import utcnow
+from inbots.models.agents import Agent
 from tests.conftest import ServerThread
 from tests.helpers import Api, metric_samples, sample
 from tests.receivers import FAST, Receiver, always, receiver

@@ -9,8 +9,8 @@ import httpx
 import pytest
 from sqlalchemy import MetaData, String, Table, Text, select
 
-from inbots.agents.models import Agent
 from inbots.db.engine import Database
+from inbots.models.agents import Agent
 from tests.helpers import Api, Caller, assert_error
 
 # A well-formed token that no one holds: right prefix, 43 url-safe characters.

@@ -20,9 +20,9 @@ from sqlalchemy import func, select, text
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
-from inbots.deliveries.models import Delivery
-from inbots.messages.models import Message
-from inbots.threads.models import Thread
+from inbots.models.deliveries import Delivery
+from inbots.models.messages import Message
+from inbots.models.threads import Thread
 from tests.conftest import free_port, new_workspace
 from tests.helpers import Api, Caller
 from tests.mcp_client import over_bridge, over_http, run

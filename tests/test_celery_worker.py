@@ -98,8 +98,8 @@ WORKER_PROBE = """
 import json, threading
 import workers
 from workers.tasks.runtime import engine
-from inbots.db.base import Base
-from inbots.deliveries.models import Delivery
+from inbots.models.base import Base
+from inbots.models.deliveries import Delivery
 
 made = []
 threads = [threading.Thread(target=lambda: made.append(id(engine()))) for _ in range(8)]

@@ -14,16 +14,16 @@ import httpx
 import pytest
 from sqlalchemy import distinct, event, func, select
 
-from inbots.agents.models import Agent
-from inbots.auth.service import Caller as AuthCaller
 from inbots.auth.service import authenticate
+from inbots.caller import Caller as AuthCaller
 from inbots.db.engine import Database
 from inbots.db.uow import UnitOfWork, unit_of_work
-from inbots.deliveries.models import Delivery
 from inbots.kit.ids import new_id
-from inbots.messages.models import Message
 from inbots.messages.schemas import DirectMessageCreate, MessageCreate, SendResult
 from inbots.messages.service import send_direct, send_message
+from inbots.models.agents import Agent
+from inbots.models.deliveries import Delivery
+from inbots.models.messages import Message
 from tests.helpers import Api
 
 SENDERS = 20

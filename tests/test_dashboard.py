@@ -28,7 +28,7 @@ from inbots.dashboard.pages import STATE_CHIPS
 from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
 from inbots.deliveries.state import STATES
-from inbots.workspaces.models import OperatorToken
+from inbots.models.workspaces import OperatorToken
 from tests.helpers import Api
 from tests.receivers import FAST, always, receiver
 

@@ -10,8 +10,8 @@ from sqlalchemy import update
 
 from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
-from inbots.deliveries.models import Delivery
 from inbots.kit.clock import utcnow
+from inbots.models.deliveries import Delivery
 from tests.helpers import Api, Caller, assert_error
 
 DELIVERY_KEYS = {

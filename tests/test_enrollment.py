@@ -19,8 +19,8 @@ from mcp import Client, StdioServerParameters
 from sqlalchemy import select
 
 from inbots.db.engine import Database
-from inbots.enrollments.models import Enrollment
 from inbots.kit.tokens import hash_token
+from inbots.models.enrollments import Enrollment
 from tests.conftest import ServerThread
 from tests.helpers import Api, Caller
 from tests.mcp_client import Tools, inbots_executable, run

@@ -13,10 +13,10 @@ import pytest
 from sqlalchemy import func, select
 
 from inbots.db.engine import Database
-from inbots.deliveries.models import Delivery
 from inbots.kit.paging import encode_cursor
-from inbots.messages.models import Message
-from inbots.threads.models import Participant, Thread
+from inbots.models.deliveries import Delivery
+from inbots.models.messages import Message
+from inbots.models.threads import Participant, Thread
 from tests.helpers import Api, Caller, assert_error
 
 JSON = {"Content-Type": "application/json"}

@@ -26,8 +26,8 @@ from inbots.deliveries.notify import Engine, make_client, notify
 from inbots.deliveries.renotify import sweep
 from inbots.dispatch.jobs import Job
 from inbots.dispatch.limiter import LocalLimiter, url_key
-from inbots.events.models import Event
 from inbots.kit.clock import utcnow
+from inbots.models.events import Event
 from tests.celery_harness import (  # noqa: F401  (fixtures: a broker nobody consumes)
     FAST,
     redis_broker_fixture,
@@ -205,8 +205,8 @@ def test_the_sweep_and_the_long_poll_read_events_through_their_partial_indexes(
     receipts ``ix_events_unshown`` (PostgreSQL's own plans): their cost follows the rows they
     may act on, not the events table."""
     from inbots.deliveries.outbox import EVENT
+    from inbots.deliveries.receipts import _unshown
     from inbots.deliveries.renotify import republish_batch
-    from inbots.events.service import _unshown
 
     lead, _ = hooked(api, "http://127.0.0.1:9/hook", ["message.acknowledged"])
     acknowledged_event(api, lead)

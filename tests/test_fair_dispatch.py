@@ -25,13 +25,13 @@ from sqlalchemy.orm import Session
 
 from inbots.config import Settings
 from inbots.db.engine import Database
-from inbots.deliveries.models import Delivery
 from inbots.deliveries.notify import Engine, make_client, notify, notify_all
 from inbots.deliveries.parking import wake
 from inbots.deliveries.renotify import sweep
 from inbots.dispatch.jobs import Job, Result
 from inbots.dispatch.limiter import Limiter, LocalLimiter, RedisLimiter, url_key
 from inbots.kit.clock import utcnow
+from inbots.models.deliveries import Delivery
 from tests.celery_harness import (  # noqa: F401  (fixtures: a broker nobody consumes)
     FAST,
     RedisBroker,

@@ -12,7 +12,7 @@ import httpx
 import pytest
 import redis
 
-from inbots.api.app import create_app
+from inbots.app import create_app
 from inbots.config import Settings
 from inbots.db.engine import Database
 from tests.celery_harness import SHARED_REDIS_URL

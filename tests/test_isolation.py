@@ -14,9 +14,9 @@ import pytest
 from sqlalchemy import func, select
 
 from inbots.db.engine import Database
-from inbots.deliveries.models import Delivery
-from inbots.messages.models import Message
-from inbots.threads.models import Participant
+from inbots.models.deliveries import Delivery
+from inbots.models.messages import Message
+from inbots.models.threads import Participant
 from tests.helpers import Api, Caller
 
 

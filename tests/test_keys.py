@@ -11,9 +11,9 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from inbots.agents.models import Agent, AgentKey
 from inbots.db.engine import Database
 from inbots.kit.tokens import hash_token
+from inbots.models.agents import Agent, AgentKey
 from tests.conftest import ServerThread
 from tests.helpers import Api, Caller
 from tests.processes import serve

@@ -21,7 +21,6 @@ from sqlalchemy import create_engine, inspect, text
 from inbots.agents.service import create_agent
 from inbots.auth.service import authenticate
 from inbots.config import load_settings
-from inbots.db.base import Base, import_models
 from inbots.db.engine import Database
 from inbots.db.migrate import alembic_config, include_name
 from inbots.db.uow import unit_of_work
@@ -29,13 +28,12 @@ from inbots.deliveries.schemas import AckRequest
 from inbots.deliveries.service import acknowledge
 from inbots.messages.schemas import MessageCreate
 from inbots.messages.service import send_message
+from inbots.models import Base
 from inbots.threads.schemas import ThreadCreate
 from inbots.threads.service import open_thread
 from inbots.workspaces.service import create_workspace
 from tests.conftest import IN_CI, PG_ADMIN_URL, _pg_available
 from tests.processes import inbots_executable
-
-import_models()
 
 TOKEN = re.compile(r"ops_[A-Za-z0-9_-]{43,}")
 TABLES = {

@@ -23,7 +23,7 @@ import httpx
 import pytest
 import uvicorn
 
-from inbots.api.app import create_app
+from inbots.app import create_app
 from inbots.config import Settings, load_settings
 from inbots.db.engine import Database
 from tests.conftest import free_port
@@ -177,7 +177,7 @@ H11_URL: dict[str, str] = {}
 
 @pytest.fixture(scope="module")
 def h11_served(module_settings: Settings) -> Iterator[str]:
-    from inbots.api.protocol import protocol_for
+    from inbots.web.protocol import protocol_for
 
     with ThreadServer(module_settings, protocol_for(module_settings, "h11")) as running:
         H11_URL["url"] = running.url

@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 from sqlalchemy import select, update
 
-from inbots.agents.models import Agent
 from inbots.config import Settings
 from inbots.db.engine import Database
-from inbots.deliveries.models import Delivery
 from inbots.deliveries.renotify import SweepReport, republish_batch, stall_batch, sweep
 from inbots.dispatch.backlog import Backlog, Lane
 from inbots.dispatch.jobs import NOTIFY_QUEUE, Job
 from inbots.dispatch.local import LocalDispatcher
 from inbots.kit.clock import utcnow
+from inbots.models.agents import Agent
+from inbots.models.deliveries import Delivery
 from inbots.webhooks.signing import new_secret
 from tests.conftest import free_port
 from tests.helpers import Api

@@ -13,8 +13,8 @@ import pytest
 from psycopg.pq import TransactionStatus
 from sqlalchemy import event, text
 
-from inbots.auth.service import Caller as AuthCaller
 from inbots.auth.service import authenticate, resolve
+from inbots.caller import Caller as AuthCaller
 from inbots.db.engine import Database
 from inbots.db.uow import run_unit, unit_of_work
 from inbots.deliveries import service as deliveries

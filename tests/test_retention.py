@@ -17,12 +17,12 @@ from sqlalchemy import event, func, select, update
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
-from inbots.deliveries.models import Delivery, DeliveryAttempt
 from inbots.deliveries.retention import purge
-from inbots.events.models import Event
 from inbots.kit.clock import utcnow
-from inbots.messages.models import Message
-from inbots.threads.models import Participant, Thread
+from inbots.models.deliveries import Delivery, DeliveryAttempt
+from inbots.models.events import Event
+from inbots.models.messages import Message
+from inbots.models.threads import Participant, Thread
 from tests.helpers import Api, Caller
 from tests.processes import clean_env, inbots_executable
 from tests.receivers import always, receiver

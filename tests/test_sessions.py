@@ -128,7 +128,7 @@ def test_revoking_an_operator_token_ends_its_sessions_at_once(dash: Browser, api
 def test_the_session_row_holds_only_a_hash_of_the_cookies_key(
     dash: Browser, api: Api, database: Database
 ) -> None:
-    from inbots.auth.models import DashboardSession
+    from inbots.models.auth import DashboardSession
 
     assert signed_in(dash.sign_in(api.token))
     with database.engine.connect() as conn:

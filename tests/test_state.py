@@ -19,10 +19,10 @@ from sqlalchemy import insert, select, text
 
 from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
-from inbots.deliveries.models import WAITING, Delivery
 from inbots.deliveries.state import STATES, state_of
 from inbots.deliveries.state_sql import state_filter, state_sql
 from inbots.kit.ids import new_id
+from inbots.models.deliveries import WAITING, Delivery
 from tests.helpers import Api
 
 SPEC_ORDER = (

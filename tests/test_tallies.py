@@ -14,12 +14,12 @@ from sqlalchemy import func, select, update
 from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
 from inbots.deliveries import tallies
-from inbots.deliveries.models import Delivery
 from inbots.deliveries.retention import purge
 from inbots.deliveries.state import STATES
 from inbots.deliveries.state_sql import state_sql
 from inbots.kit.clock import utcnow
-from inbots.threads.models import Thread
+from inbots.models.deliveries import Delivery
+from inbots.models.threads import Thread
 from tests.helpers import Api, Caller, metric_samples, sample
 from tests.processes import inbots_executable
 
@@ -161,8 +161,8 @@ def test_failed_attempts_of_the_last_hour_read_only_the_window(
     from sqlalchemy import insert
 
     from inbots.deliveries.attempts import attempt_values
-    from inbots.deliveries.models import DeliveryAttempt
     from inbots.kit.clock import utcnow
+    from inbots.models.deliveries import DeliveryAttempt
     from inbots.stats.service import attempts_failed_since
 
     sender, reader = api.agent("sender"), api.agent("reader")

@@ -133,10 +133,9 @@ READ_SERVICES = {
         "waiting_count": "reads",
     },
     "inbots.stats.service": {"get_stats": "reads"},
-    "inbots.events.service": {
-        "get_event": "reads",
+    "inbots.deliveries.events": {"get_event": "reads", "list_events": "reads"},
+    "inbots.deliveries.receipts": {
         "has_unshown_receipts": "reads",
-        "list_events": "reads",
         "show_receipts": "mostly_reads",
     },
     "inbots.search.service": {"search": "reads"},
@@ -148,7 +147,7 @@ READ_SERVICES = {
     "inbots.alerts.service": {"get_alert_webhook": "reads"},
     "inbots.enrollments.service": {"list_enrollments": "reads"},
     "inbots.workspaces.service": {"list_operator_tokens": "reads"},
-    "inbots.webhooks.service": {"get_webhook": "reads"},
+    "inbots.agents.webhook": {"get_webhook": "reads"},
 }
 
 

@@ -20,10 +20,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from inbots.api.serving import die_with_parent, metrics_directory
 from inbots.cli.client import CliError
 from inbots.cli.main import listen_or_exit
 from inbots.config import load_settings
+from inbots.serving import die_with_parent, metrics_directory
 from tests.conftest import free_port
 from tests.processes import (
     child_pids,

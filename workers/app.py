@@ -14,8 +14,8 @@ from celery.signals import beat_init, celeryd_after_setup, setup_logging, worker
 from kombu import Queue
 from kombu.utils.objects import cached_property
 
+import inbots.models  # noqa: F401  (every table: the tasks' queries join across them)
 from inbots.config import get_settings
-from inbots.db.base import import_models
 from inbots.dispatch.jobs import ALERT_QUEUE, NOTIFY_QUEUE, RENOTIFY_TASK, RETRY_QUEUE, SWEEP_QUEUE
 from inbots.dispatch.publisher import celery_config
 from inbots.observability.logs import configure_logging
@@ -34,7 +34,6 @@ class Inbots(Celery):
         return self.subclass_with_self("workers.programs:Beat")
 
 
-import_models()  # the tasks' queries join across every table
 settings = get_settings()
 configure_logging(settings)  # from the first line on, before Celery sets up its logging
 app = Inbots("inbots")
@@ -87,7 +86,7 @@ def _alerts_with_mail(instance: Any, **_: Any) -> None:
 def _watch(**_: Any) -> None:
     """Beat watches the installation itself (queue.backlog, workers.down) and sends those alerts
     from its own process: with every worker down they still get through."""
-    from inbots.deliveries.engine import beat_watch
+    from inbots.engine import beat_watch
 
     beat_watch(settings).start()
 

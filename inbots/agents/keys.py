@@ -14,14 +14,14 @@ from datetime import datetime
 
 from sqlalchemy import delete, func, select
 
-from inbots.agents.models import KIND_AGENT, Agent, AgentKey
 from inbots.agents.schemas import KeyCreated, KeyRead
-from inbots.auth.service import Caller
+from inbots.caller import Caller
 from inbots.db.uow import UnitOfWork, reads
 from inbots.errors import Conflict, Invalid, NotFound, not_found
 from inbots.kit import tokens
 from inbots.kit.clock import utcnow
 from inbots.kit.ids import new_id
+from inbots.models.agents import KIND_AGENT, Agent, AgentKey
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,14 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from inbots.agents import keys
-from inbots.agents.models import (
+from inbots.agents.schemas import AgentCreated, AgentRead, BriefRead, BriefUpdate, DirectoryEntry
+from inbots.caller import Caller
+from inbots.config import Settings
+from inbots.db.uow import UnitOfWork, reads
+from inbots.errors import Invalid, UsernameTaken, not_found
+from inbots.kit.clock import utcnow
+from inbots.kit.ids import new_id
+from inbots.models.agents import (
     ARCHIVED,
     KIND_AGENT,
     KIND_OPERATOR,
@@ -18,14 +25,7 @@ from inbots.agents.models import (
     OPERATOR_USERNAME,
     Agent,
 )
-from inbots.agents.schemas import AgentCreated, AgentRead, BriefRead, BriefUpdate, DirectoryEntry
-from inbots.auth.service import Caller
-from inbots.config import Settings
-from inbots.db.uow import UnitOfWork, reads
-from inbots.deliveries.models import Delivery
-from inbots.errors import Invalid, UsernameTaken, not_found
-from inbots.kit.clock import utcnow
-from inbots.kit.ids import new_id
+from inbots.models.deliveries import Delivery
 from inbots.webhooks import endpoint
 
 USERNAME = re.compile(r"[a-z0-9-]{3,32}")

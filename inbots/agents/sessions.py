@@ -9,12 +9,12 @@ from datetime import timedelta
 from sqlalchemy import select
 
 from inbots.agents.keys import agent_of
-from inbots.agents.models import AgentSession
 from inbots.agents.schemas import SessionRead
-from inbots.auth.service import Caller
+from inbots.caller import Caller
 from inbots.config import Settings
 from inbots.db.uow import UnitOfWork, reads
 from inbots.kit.clock import utcnow
+from inbots.models.agents import AgentSession
 
 
 def to_read(row: AgentSession, settings: Settings) -> SessionRead:

@@ -1,5 +1,5 @@
 """The pace of the operator's alerts: per subject (an agent, or a workspace's operator row) and
-type, a window of ``INBOTS_ALERT_INTERVAL_SECONDS`` (:class:`~inbots.alerts.models.AlertWindow`).
+type, a window of ``INBOTS_ALERT_INTERVAL_SECONDS`` (:class:`~inbots.models.alerts.AlertWindow`).
 The first alert of a window is raised at once; what happens during it is counted, and told in one
 alert when it ends."""
 
@@ -10,9 +10,9 @@ from typing import Any
 
 from sqlalchemy import case, update
 
-from inbots.alerts.models import AlertWindow
 from inbots.db.engine import upsert_for
 from inbots.db.uow import UnitOfWork
+from inbots.models.alerts import AlertWindow
 
 
 def due(alerted_at: datetime | None, now: datetime, interval: float) -> bool:

@@ -42,19 +42,19 @@ from typing import Any
 from sqlalchemy import and_, func, insert, literal, or_, select, update
 from sqlalchemy.orm import aliased
 
-from inbots.agents.models import KIND_AGENT, KIND_OPERATOR, Agent
 from inbots.alerts import pace
-from inbots.alerts.models import AlertWindow
 from inbots.alerts.schemas import AlertWebhookRead, AlertWebhookSet
-from inbots.auth.service import Caller
+from inbots.caller import Caller
 from inbots.db.uow import UnitOfWork, reads
-from inbots.deliveries.models import Delivery
 from inbots.dispatch.jobs import Job
 from inbots.errors import NotFound
-from inbots.events.models import Event
 from inbots.kit.clock import rfc3339, utcnow
 from inbots.kit.ids import new_id
 from inbots.kit.text import cut
+from inbots.models.agents import KIND_AGENT, KIND_OPERATOR, Agent
+from inbots.models.alerts import AlertWindow
+from inbots.models.deliveries import Delivery
+from inbots.models.events import Event
 from inbots.observability import metrics
 from inbots.webhooks import signing, subscriptions
 from inbots.webhooks.endpoint import apply_url, check_url

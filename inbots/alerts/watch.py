@@ -6,7 +6,7 @@ Both are about the whole installation, so each workspace whose operator's alert 
 the type is told, at most once per ``INBOTS_ALERT_INTERVAL_SECONDS`` while the condition holds.
 They must get through when nothing else does: in production Celery beat runs :func:`check` every
 renotify interval and sends what it raises itself, with a dispatcher of its own in its process
-(:func:`inbots.deliveries.engine.beat_watch`), so neither a backlog nor dead workers hold them
+(:func:`inbots.engine.beat_watch`), so neither a backlog nor dead workers hold them
 up; in the embedded default the sweep runs it (``workers.down`` does not apply there).
 """
 
@@ -18,7 +18,6 @@ from typing import Any
 
 from sqlalchemy import select
 
-from inbots.agents.models import Agent
 from inbots.alerts import pace
 from inbots.alerts.service import alert_row, receives, store
 from inbots.config import Settings
@@ -28,6 +27,7 @@ from inbots.dispatch.backlog import Backlog
 from inbots.dispatch.jobs import Job
 from inbots.heartbeats.service import RENOTIFY, last_beat
 from inbots.kit.clock import rfc3339
+from inbots.models.agents import Agent
 from inbots.webhooks.subscriptions import QUEUE_BACKLOG, WORKERS_DOWN
 
 log = logging.getLogger(__name__)

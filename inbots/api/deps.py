@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from inbots.auth import service as auth
-from inbots.auth.service import Caller
+from inbots.caller import Caller, SessionSeen
 from inbots.db.uow import UnitOfWork, run_unit
 from inbots.errors import Invalid, UnknownField
 
@@ -97,7 +97,7 @@ def resolve_caller(request: Request, authorization: str | None) -> Caller:
     state = request.app.state
     headers = request.headers
 
-    def session() -> auth.SessionSeen | None:
+    def session() -> SessionSeen | None:
         return auth.session_seen(
             state.settings, headers.get(auth.SESSION_HEADER), headers.get("user-agent")
         )

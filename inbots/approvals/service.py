@@ -23,9 +23,7 @@ from datetime import datetime
 
 from sqlalchemy import func, select, update
 
-from inbots.agents.models import Agent
 from inbots.alerts import service as alerts
-from inbots.approvals.models import ApprovalPolicy
 from inbots.approvals.schemas import (
     ApprovalDecision,
     ApprovalItem,
@@ -35,17 +33,19 @@ from inbots.approvals.schemas import (
     PolicyRead,
     PolicyUpdate,
 )
-from inbots.auth.service import Caller
+from inbots.caller import Caller
 from inbots.db.uow import UnitOfWork, reads
-from inbots.deliveries.models import Delivery
 from inbots.dispatch.jobs import Job
 from inbots.errors import Invalid, NotHeld, not_found
 from inbots.events import service as events
 from inbots.kit.clock import utcnow
 from inbots.kit.ids import kind_of
 from inbots.kit.text import shown_summary
-from inbots.messages.models import APPROVED, HELD, KINDS, PRIORITIES, REJECTED, Message
-from inbots.threads.models import CLOSED, Thread
+from inbots.models.agents import Agent
+from inbots.models.approvals import ApprovalPolicy
+from inbots.models.deliveries import Delivery
+from inbots.models.messages import APPROVED, HELD, KINDS, PRIORITIES, REJECTED, Message
+from inbots.models.threads import CLOSED, Thread
 from inbots.webhooks import subscriptions
 
 

@@ -6,41 +6,27 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy import and_, func, literal, or_, select, update
 
-from inbots.agents.models import ARCHIVED, KIND_OPERATOR, Agent, AgentKey, AgentSession
+from inbots.caller import Caller, SessionSeen
 from inbots.config import Settings
 from inbots.db.engine import Database, upsert_for
 from inbots.db.uow import UnitOfWork, unit_of_work
 from inbots.dispatch.effects import Effects
-from inbots.errors import Forbidden, Invalid, Unauthorized
+from inbots.errors import Invalid, Unauthorized
 from inbots.kit import tokens
 from inbots.kit.clock import utcnow
 from inbots.kit.ids import new_id
-from inbots.workspaces.models import OperatorToken
+from inbots.models.agents import ARCHIVED, KIND_OPERATOR, Agent, AgentKey, AgentSession
+from inbots.models.workspaces import OperatorToken
 
 SESSION_HEADER = "X-Inbots-Session"
 _SESSION_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._:@/+=-]*")
 # What the MCP endpoint hands out as Mcp-Session-Id (and accepts back): a session id's shape.
 MCP_SESSION_ID = re.compile(r"ses_[0-9a-z]{26}")
 _CLIENT_MAX = 200
-
-
-@dataclass(frozen=True)
-class SessionSeen:
-    """A client of an agent that the request names: ``key`` finds its ``agent_sessions`` row
-    (``label:<label>`` for ``X-Inbots-Session``, the ``Mcp-Session-Id`` for an MCP session);
-    ``client`` is what it says it is (``None`` keeps what is stored). ``minted`` is set when this
-    request is the MCP ``initialize`` that minted the key: the new row takes it as its id, so the
-    ``Mcp-Session-Id`` a client was given is the id its session is listed under."""
-
-    key: str
-    label: str | None
-    client: str | None
-    minted: bool = False
 
 
 def session_seen(
@@ -80,32 +66,6 @@ def _cut(client: str | None) -> str | None:
         return None
     client = "".join(c for c in client if c.isprintable()).strip()
     return client[:_CLIENT_MAX] or None
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who is calling. ``agent_id`` is the operator's own row when ``is_operator``."""
-
-    workspace_id: str
-    agent_id: str
-    username: str
-    is_operator: bool
-    # An agent's last_seen_at; for the operator, its token's last_used_at.
-    last_seen_at: datetime | None = field(default=None, compare=False)
-    token_id: str | None = field(default=None, compare=False)  # the operator token's row
-    key_id: str | None = field(default=None, compare=False)  # the agent key's row
-    key_last_used_at: datetime | None = field(default=None, compare=False)
-    session: SessionSeen | None = field(default=None, compare=False)
-    # The session row's last_seen_at (None: no row yet).
-    session_last_seen_at: datetime | None = field(default=None, compare=False)
-
-    def require_operator(self) -> None:
-        if not self.is_operator:
-            raise Forbidden("This endpoint needs the operator token, not an agent key.")
-
-    def require_agent(self) -> None:
-        if self.is_operator:
-            raise Forbidden("This endpoint is for agents: call it with an agent key (agt_…).")
 
 
 _BAD_TOKEN = "The bearer token is missing, malformed, unknown or belongs to an archived agent."

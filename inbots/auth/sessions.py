@@ -1,7 +1,7 @@
 """Dashboard sessions: signing in with an operator token, the session row every dashboard request
 re-reads, and signing out.
 
-A session is a row (:class:`~inbots.auth.models.DashboardSession`) named by a random key that
+A session is a row (:class:`~inbots.models.auth.DashboardSession`) named by a random key that
 only the browser's signed cookie holds; the row keeps the key's hash. Every request resolves the
 key to the operator through the row and its token, so signing out (the row revoked), revoking
 the token (every row of it revoked) or the session's age ending it takes effect at the next
@@ -16,17 +16,18 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import delete, or_, select, update
 
-from inbots.agents.models import KIND_OPERATOR, Agent
 from inbots.auth import throttle
-from inbots.auth.models import DashboardSession
-from inbots.auth.service import Caller, authenticate, operator_caller
+from inbots.auth.service import authenticate, operator_caller
+from inbots.caller import Caller
 from inbots.db.uow import UnitOfWork
 from inbots.errors import Unauthorized
 from inbots.kit import tokens
 from inbots.kit.clock import utcnow
 from inbots.kit.ids import new_id
+from inbots.models.agents import KIND_OPERATOR, Agent
+from inbots.models.auth import DashboardSession
+from inbots.models.workspaces import OperatorToken
 from inbots.observability import metrics
-from inbots.workspaces.models import OperatorToken
 
 log = logging.getLogger(__name__)
 

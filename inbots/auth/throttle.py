@@ -22,9 +22,9 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import delete, func, select, text
 
-from inbots.auth.models import SigninFailure
 from inbots.db.uow import UnitOfWork
 from inbots.kit.ids import new_id
+from inbots.models.auth import SigninFailure
 
 SCOPE_ADDRESS = "address"
 SCOPE_DEPLOYMENT = "deployment"

@@ -135,11 +135,11 @@ def serve(
 
     import uvicorn
 
-    from inbots.api.app import create_app
-    from inbots.api.serving import uvicorn_options
+    from inbots.app import create_app
     from inbots.db.engine import Database
     from inbots.db.migrate import upgrade
     from inbots.db.uow import unit_of_work
+    from inbots.serving import uvicorn_options
     from inbots.workspaces.service import ensure_first_workspace
 
     try:
@@ -188,8 +188,8 @@ def web(
 
     import uvicorn
 
-    from inbots.api.serving import WEB_APP, metrics_directory, sigterm_unwinds, uvicorn_options
     from inbots.observability.logs import configure_logging
+    from inbots.serving import WEB_APP, metrics_directory, sigterm_unwinds, uvicorn_options
 
     settings = settings_or_exit(host=host, port=port)
     # A few seconds for a port still held: the workers of a killed ``inbots web`` let go of it
@@ -201,7 +201,7 @@ def web(
     )
     with sigterm_unwinds(), metrics_directory(settings):
         uvicorn.run(
-            WEB_APP,  # inbots.api.app:create_app, in a worker that ends with this process
+            WEB_APP,  # inbots.app:create_app, in a worker that ends with this process
             factory=True,
             host=settings.host,
             port=settings.port,

@@ -11,14 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from inbots.agents import service as agents
-from inbots.auth.service import Caller
+from inbots.agents import webhook as webhooks
+from inbots.caller import Caller
 from inbots.db.uow import UnitOfWork
 from inbots.deliveries import service as deliveries
 from inbots.messages import service as messages
 from inbots.messages.schemas import MessageCreate, SendResult
 from inbots.threads import service as threads
 from inbots.threads.schemas import ThreadCreate, ThreadRead
-from inbots.webhooks import service as webhooks
 from inbots.webhooks.schemas import WebhookRead, WebhookSet
 
 

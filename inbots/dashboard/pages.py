@@ -7,10 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from inbots.agents import service as agents
-from inbots.agents.models import ARCHIVED
 from inbots.agents.schemas import AgentRead
 from inbots.approvals import service as approvals
-from inbots.auth.service import Caller
+from inbots.caller import Caller
 from inbots.dashboard import queries
 from inbots.db.uow import UnitOfWork
 from inbots.deliveries import service as deliveries
@@ -18,10 +17,11 @@ from inbots.deliveries.schemas import OUTCOMES, AttemptRead, DeliveryRead
 from inbots.dispatch.backlog import Backlog
 from inbots.errors import not_found
 from inbots.messages import service as messages
-from inbots.messages.models import KINDS, PRIORITIES
+from inbots.models.agents import ARCHIVED
+from inbots.models.messages import KINDS, PRIORITIES
+from inbots.models.threads import CLOSE_REQUESTED
 from inbots.stats.service import get_stats
 from inbots.threads import service as threads
-from inbots.threads.models import CLOSE_REQUESTED
 
 # The choices of a message form: left at the default, the field is left out of the call.
 MESSAGE_OPTIONS = {

@@ -11,16 +11,16 @@ from datetime import datetime, timedelta
 from sqlalchemy import func, select
 from sqlalchemy.orm import aliased
 
-from inbots.agents.models import Agent, AgentSession
 from inbots.agents.schemas import SessionRead
 from inbots.agents.sessions import to_read as agent_session_read
 from inbots.db.uow import UnitOfWork
-from inbots.deliveries.models import Delivery, DeliveryAttempt
 from inbots.deliveries.schemas import AttemptRead
 from inbots.kit.clock import utcnow
 from inbots.kit.text import shown_summary
-from inbots.messages.models import Message
-from inbots.threads.models import Thread
+from inbots.models.agents import Agent, AgentSession
+from inbots.models.deliveries import Delivery, DeliveryAttempt
+from inbots.models.messages import Message
+from inbots.models.threads import Thread
 
 HEALTH_WINDOW = 20  # attempts per agent
 HEALTH_PERIOD = timedelta(hours=24)

@@ -26,12 +26,11 @@ from sqlalchemy.exc import DataError
 from inbots import __version__
 from inbots.agents import service as agents_service
 from inbots.agents.schemas import AgentCreate
-from inbots.api.errors import envelope
 from inbots.approvals import service as approvals
 from inbots.approvals.schemas import DecisionRequest
 from inbots.auth import sessions as auth_sessions
-from inbots.auth.service import Caller
 from inbots.auth.throttle import SCOPE_ADDRESS, Held
+from inbots.caller import Caller
 from inbots.dashboard import actions, pages
 from inbots.dashboard.render import environment
 from inbots.dashboard.session import Session, Sessions, local_path, same_origin
@@ -50,6 +49,7 @@ from inbots.messages import service as messages
 from inbots.messages.schemas import MessageCreate
 from inbots.threads import service as threads
 from inbots.threads.schemas import ThreadCreate
+from inbots.web.errors import envelope
 from inbots.webhooks.schemas import WebhookSet
 
 log = logging.getLogger(__name__)

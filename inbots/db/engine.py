@@ -27,7 +27,6 @@ from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from inbots.config import Settings
-from inbots.db.base import import_models
 from inbots.db.deadline import Watchdog, bound_seconds
 
 
@@ -170,7 +169,6 @@ class Database:
     """An engine and the two session factories the unit of work uses."""
 
     def __init__(self, settings: Settings) -> None:
-        import_models()  # every table known, whichever entry point (API, worker, CLI) we are in
         self.settings = settings
         self.engine = create_db_engine(settings)
         self.dialect = self.engine.dialect.name

@@ -12,9 +12,9 @@ from sqlalchemy import Select, bindparam, func, insert, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from inbots.config import Settings
-from inbots.deliveries.models import DeliveryAttempt
 from inbots.kit.clock import rfc3339
 from inbots.kit.ids import kind_of, new_id
+from inbots.models.deliveries import DeliveryAttempt
 from inbots.observability import metrics
 
 log = logging.getLogger(__name__)

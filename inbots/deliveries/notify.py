@@ -55,12 +55,12 @@ from inbots.deliveries.attempts import (
     count_delivery_attempts,
     record_lost_attempt,
 )
-from inbots.deliveries.models import Delivery, DeliveryAttempt
 from inbots.deliveries.parking import park, unpark, wake, with_lines
 from inbots.dispatch.jobs import Job, Result
 from inbots.dispatch.limiter import Limiter, url_key
-from inbots.events.models import Event
 from inbots.kit.clock import utcnow
+from inbots.models.deliveries import Delivery, DeliveryAttempt
+from inbots.models.events import Event
 from inbots.observability import metrics
 from inbots.webhooks import signing, subscriptions, url_policy
 

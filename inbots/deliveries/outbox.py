@@ -28,18 +28,18 @@ from typing import Any
 from sqlalchemy import Select, bindparam, case, false, literal, select, update
 from sqlalchemy.orm import Session, aliased
 
-from inbots.agents.models import Agent
 from inbots.db.uow import UnitOfWork
 from inbots.deliveries.attempts import record_lost_attempt
-from inbots.deliveries.models import Delivery, DeliveryAttempt
 from inbots.dispatch.jobs import Job
 from inbots.errors import Conflict
-from inbots.events.models import Event
 from inbots.kit.clock import utcnow
 from inbots.kit.ids import kind_of as kind_of_id
 from inbots.kit.text import shown_summary
-from inbots.messages.models import Message
-from inbots.threads.models import CLOSED, Thread
+from inbots.models.agents import Agent
+from inbots.models.deliveries import Delivery, DeliveryAttempt
+from inbots.models.events import Event
+from inbots.models.messages import Message
+from inbots.models.threads import CLOSED, Thread
 from inbots.webhooks import payloads, subscriptions
 
 Row = Delivery | Event

@@ -45,14 +45,12 @@ from typing import Any
 
 from sqlalchemy import Select, or_, select, update
 
-from inbots.agents.models import Agent
 from inbots.alerts import service as alerts
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
 from inbots.deliveries import retention
 from inbots.deliveries.attempts import record_lost_attempt
-from inbots.deliveries.models import Delivery
 from inbots.deliveries.outbox import DELIVERY, KINDS, Kind
 from inbots.deliveries.parking import parked_keys, wake
 from inbots.dispatch.backlog import Backlog
@@ -60,6 +58,8 @@ from inbots.dispatch.jobs import Job
 from inbots.dispatch.limiter import Limiter
 from inbots.heartbeats import service as heartbeats
 from inbots.kit.clock import utcnow
+from inbots.models.agents import Agent
+from inbots.models.deliveries import Delivery
 from inbots.observability import metrics
 from inbots.webhooks.wanted import wants
 

@@ -33,11 +33,11 @@ from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
 from inbots.deliveries import tallies
-from inbots.deliveries.models import Delivery, DeliveryAttempt
-from inbots.events.models import Event
 from inbots.kit.clock import utcnow
-from inbots.messages.models import Message
-from inbots.threads.models import CLOSED, Participant, Thread
+from inbots.models.deliveries import Delivery, DeliveryAttempt
+from inbots.models.events import Event
+from inbots.models.messages import Message
+from inbots.models.threads import CLOSED, Participant, Thread
 
 log = logging.getLogger(__name__)
 

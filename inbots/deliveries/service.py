@@ -10,11 +10,9 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, func, or_, select, update
 
 from inbots.agents import service as agents
-from inbots.agents.models import Agent
-from inbots.auth.service import Caller
+from inbots.caller import Caller
 from inbots.db.uow import UnitOfWork, mostly_reads, reads
 from inbots.deliveries import tallies
-from inbots.deliveries.models import Delivery, DeliveryAttempt
 from inbots.deliveries.outbox import publish_again
 from inbots.deliveries.schemas import (
     INBOX_STATUSES,
@@ -39,8 +37,10 @@ from inbots.kit.clock import rfc3339, time_field, utcnow
 from inbots.kit.ids import kind_of
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
 from inbots.kit.text import shown_summary
-from inbots.messages.models import PRIORITIES, Message, priority_rank
-from inbots.threads.models import CLOSED, Thread
+from inbots.models.agents import Agent
+from inbots.models.deliveries import Delivery, DeliveryAttempt
+from inbots.models.messages import PRIORITIES, Message, priority_rank
+from inbots.models.threads import CLOSED, Thread
 from inbots.webhooks import subscriptions
 
 

@@ -8,8 +8,8 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, update
 
 from inbots.db.uow import UnitOfWork
-from inbots.deliveries.models import Delivery
 from inbots.kit.clock import utcnow
+from inbots.models.deliveries import Delivery
 
 STAMPS = ("delivered_at", "fetched_at", "acknowledged_at", "notified_at", "failed_at", "stalled_at")
 MOVES = ("notified_at", "delivered_at", "fetched_at")  # progress that restarts the stall clock

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from inbots.db.engine import upsert_for
-from inbots.deliveries.models import Delivery, DeliveryTally
+from inbots.models.deliveries import Delivery, DeliveryTally
 
 # Rows per workspace: acknowledgements of agents on different shards never wait for each other.
 SHARDS = 8

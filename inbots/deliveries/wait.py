@@ -14,14 +14,14 @@ from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 import anyio
 
-from inbots.auth.service import Caller
+from inbots.caller import Caller
 from inbots.config import Settings
 from inbots.db.uow import UnitOfWork
 from inbots.deliveries import service
+from inbots.deliveries.receipts import has_unshown_receipts, show_receipts
 from inbots.deliveries.schemas import Waited
 from inbots.dispatch.wakeups import WakeupHub
 from inbots.errors import Invalid
-from inbots.events import service as events
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -83,7 +83,7 @@ async def wait_for_mail(
     async def news() -> bool:
         if await run(service.has_unshown):
             return True
-        return receipts and await run(events.has_unshown_receipts)
+        return receipts and await run(has_unshown_receipts)
 
     with hub.listen(caller.agent_id) as woken:
         while not await news():
@@ -95,5 +95,5 @@ async def wait_for_mail(
                 await woken.wait()
             woken.clear()
     inbox = await run(service.inbox, None, unshown_only=True)
-    shown = await run(events.show_receipts) if receipts else []
+    shown = await run(show_receipts) if receipts else []
     return Waited(**dict(inbox), receipts=shown)

@@ -16,7 +16,7 @@ and the Celery workers:
 - :mod:`~inbots.dispatch.limiter` — the per-URL in-flight cap, as leases;
 - :mod:`~inbots.dispatch.broker` — is the broker there, and how deep are its queues.
 
-Nothing here knows what a notification is: the delivery engine (:mod:`inbots.deliveries.engine`)
+Nothing here knows what a notification is: the delivery engine (:mod:`inbots.engine`)
 hands the local dispatcher its ``notify`` and ``sweep`` functions. This package imports no domain
 and sits below them all; this module imports nothing, so importing :mod:`inbots.dispatch.jobs`
 stays cheap.

@@ -1,5 +1,5 @@
 """The embedded default's broker: the same ``notify`` and ``sweep`` functions the Celery tasks
-wrap (handed in by :mod:`inbots.deliveries.engine`), reached through three thread pools, one per
+wrap (handed in by :mod:`inbots.engine`), reached through three thread pools, one per
 lane (first attempts; retries, so a dead receiver's retries never queue in front of new mail;
 the operator's alerts, so a backlog of mail never holds up the alert about it) and a timer for
 countdowns and the renotify schedule. Each lane keeps the publish time of the jobs waiting in

@@ -17,10 +17,9 @@ from sqlalchemy import select, update
 
 from inbots.agents.schemas import AgentCreated
 from inbots.agents.service import create_agent
-from inbots.auth.service import Caller
+from inbots.caller import Caller
 from inbots.config import plain_number
 from inbots.db.uow import UnitOfWork, reads
-from inbots.enrollments.models import Enrollment
 from inbots.enrollments.schemas import (
     EnrollmentCreate,
     EnrollmentCreated,
@@ -31,6 +30,7 @@ from inbots.errors import EnrollmentInvalid, Invalid, NotFound
 from inbots.kit import tokens
 from inbots.kit.clock import utcnow
 from inbots.kit.ids import new_id
+from inbots.models.enrollments import Enrollment
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
-from inbots.heartbeats.models import Heartbeat
+from inbots.models.heartbeats import Heartbeat
 
 RENOTIFY = "renotify"  # the renotify sweep (inbots.deliveries.renotify.sweep)
 

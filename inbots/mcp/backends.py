@@ -19,9 +19,9 @@ from typing import Any, Protocol
 
 from inbots.deliveries.schemas import AckRequest
 from inbots.messages.schemas import DirectMessageCreate, MessageCreate
-from inbots.messages.vocabulary import URGENT
 from inbots.search.schemas import SearchQuery
 from inbots.threads.schemas import ThreadCreate
+from inbots.vocabulary import URGENT
 
 Json = dict[str, Any]
 

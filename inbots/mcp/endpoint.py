@@ -35,10 +35,8 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import Message, Receive, Scope, Send
 
-from inbots.api.errors import envelope, error_response
-from inbots.api.limits import BodyTooLarge, jsonrpc_refusal
 from inbots.auth import service as auth
-from inbots.auth.service import Caller
+from inbots.caller import Caller, SessionSeen
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.dispatch.effects import Dispatch
@@ -48,11 +46,13 @@ from inbots.limits import Limits
 from inbots.mcp.backends import Backend
 from inbots.mcp.local import LocalBackend
 from inbots.mcp.server import build_server
+from inbots.web.errors import envelope, error_response
+from inbots.web.limits import BodyTooLarge, jsonrpc_refusal
 
 MCP_PATH = "/mcp"
 MCP_SESSION_HEADER = "mcp-session-id"
 CALLER = "inbots.caller"
-"""The ASGI scope key holding the authenticated :class:`~inbots.auth.service.Caller`."""
+"""The ASGI scope key holding the authenticated :class:`~inbots.caller.Caller`."""
 
 
 def _client_of(body: bytes) -> tuple[str | None, str | None]:
@@ -134,7 +134,7 @@ class McpEndpoint:
             elif client is not None:
                 mcp_key = f"client:{client}"
 
-        def session() -> auth.SessionSeen | None:
+        def session() -> SessionSeen | None:
             return auth.session_seen(
                 self.settings,
                 headers.get(auth.SESSION_HEADER),
@@ -183,7 +183,7 @@ class McpEndpoint:
         await manager.handle_request(scope, replay, send_with_session)
 
     def _authenticate(
-        self, authorization: str | None, session: Callable[[], auth.SessionSeen | None]
+        self, authorization: str | None, session: Callable[[], SessionSeen | None]
     ) -> Caller:
         """The agent behind the bearer key, as the HTTP API resolves it (and its activity and
         session stamped), or 401; the operator token is 403."""

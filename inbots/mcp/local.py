@@ -15,7 +15,7 @@ from sqlalchemy.exc import DataError
 from inbots.agents import keys, sessions
 from inbots.agents import service as agents
 from inbots.agents.schemas import BriefUpdate, Directory, KeyList, SessionList
-from inbots.auth.service import Caller
+from inbots.caller import Caller
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.db.uow import UnitOfWork, run_unit

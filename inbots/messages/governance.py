@@ -44,12 +44,12 @@ from dataclasses import dataclass, field
 from sqlalchemy import Connection, Engine, Float, case, cast, func, literal, select, text, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from inbots.auth.service import Caller
+from inbots.caller import Caller
 from inbots.db.engine import upsert_for
 from inbots.db.uow import UnitOfWork
-from inbots.deliveries.models import Delivery
 from inbots.errors import RateLimited
-from inbots.messages.models import CapLedger, SendBucket
+from inbots.models.deliveries import Delivery
+from inbots.models.messages import CapLedger, SendBucket
 
 # A full inbox frees a place when its recipient acknowledges something: there is no clock to
 # quote, so the caller is told to come back after this long.

@@ -6,7 +6,8 @@ from inbots.deliveries.schemas import DeliveryRead, Receipt
 from inbots.errors import Invalid
 from inbots.kit.schema import Model, Request, Timestamp, choice
 from inbots.limits import bounds
-from inbots.messages.vocabulary import KINDS, PRIORITIES
+from inbots.threads.schemas import ThreadRead
+from inbots.vocabulary import KINDS, PRIORITIES
 
 
 class MessageCreate(Request):
@@ -164,3 +165,13 @@ def idempotency_key(key: object, maximum: int) -> str | None:
             field="idempotency_key",
         )
     return key
+
+
+class MessageWithReceipts(MessageRead):
+    deliveries: list[DeliveryRead]
+
+
+class ThreadDetail(ThreadRead):
+    """The operator's view: every message with each recipient's receipt."""
+
+    messages: list[MessageWithReceipts] | None = None

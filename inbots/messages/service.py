@@ -13,13 +13,11 @@ from sqlalchemy import exists, insert, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from inbots.agents import service as agents
-from inbots.agents.models import Agent
 from inbots.approvals import service as approvals
-from inbots.auth.service import Caller
+from inbots.caller import Caller
 from inbots.db.uow import UnitOfWork, mostly_reads, reads
 from inbots.deliveries import receipts
 from inbots.deliveries import service as deliveries
-from inbots.deliveries.models import Delivery
 from inbots.deliveries.schemas import OUTCOMES, AckRequest
 from inbots.deliveries.state import STATES, state_of
 from inbots.deliveries.state_sql import state_filter
@@ -38,7 +36,23 @@ from inbots.kit.ids import kind_of, new_id
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
 from inbots.kit.text import shown_summary
 from inbots.messages import governance
-from inbots.messages.models import (
+from inbots.messages.schemas import (
+    DeliveryBrief,
+    DirectMessageCreate,
+    History,
+    MessageCreate,
+    MessageRead,
+    MessageWithDelivery,
+    MessageWithReceipts,
+    Outbox,
+    OutboxItem,
+    SendResult,
+    ThreadDetail,
+    idempotency_key,
+)
+from inbots.models.agents import Agent
+from inbots.models.deliveries import Delivery
+from inbots.models.messages import (
     APPROVED,
     DEFAULT_KIND,
     HELD,
@@ -48,22 +62,9 @@ from inbots.messages.models import (
     Message,
     priority_rank,
 )
-from inbots.messages.schemas import (
-    DeliveryBrief,
-    DirectMessageCreate,
-    History,
-    MessageCreate,
-    MessageRead,
-    MessageWithDelivery,
-    Outbox,
-    OutboxItem,
-    SendResult,
-    idempotency_key,
-)
+from inbots.models.threads import CLOSE_REQUESTED, CLOSED, OPEN, Participant, Thread
 from inbots.observability import metrics
 from inbots.threads import service as threads
-from inbots.threads.models import CLOSE_REQUESTED, CLOSED, OPEN, Participant, Thread
-from inbots.threads.schemas import MessageWithReceipts, ThreadDetail
 from inbots.webhooks import subscriptions
 from inbots.webhooks.subscriptions import MESSAGE_CREATED
 
@@ -695,7 +696,7 @@ def messages_with_receipts(uow: UnitOfWork, thread: Thread) -> list[MessageWithR
 def get_thread(uow: UnitOfWork, caller: Caller, thread_id: str) -> ThreadDetail:
     """One thread with its participants; the operator also gets every message with receipts."""
     thread = threads.visible_thread(uow, caller, thread_id)
-    detail = threads.detail_of(uow, thread)
+    detail = ThreadDetail(**threads.to_reads(uow, [thread])[0].model_dump())
     if caller.is_operator:
         detail.messages = messages_with_receipts(uow, thread)
     return detail

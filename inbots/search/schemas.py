@@ -4,7 +4,7 @@ from pydantic import BaseModel, Field
 
 from inbots.kit.schema import Model, Request, Timestamp, choice
 from inbots.limits import bounds
-from inbots.messages.vocabulary import KINDS
+from inbots.vocabulary import KINDS
 
 
 class SearchQuery(Request):

@@ -32,19 +32,19 @@ from sqlalchemy import (
     text,
 )
 
-from inbots.agents.models import Agent
 from inbots.agents.service import check_username
-from inbots.auth.service import Caller
+from inbots.caller import Caller
 from inbots.config import Settings
 from inbots.db.uow import UnitOfWork, reads
-from inbots.deliveries.models import Delivery
 from inbots.errors import Invalid, SearchQueryInvalid
 from inbots.kit.clock import time_field
 from inbots.kit.ids import kind_of
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
-from inbots.messages.models import KINDS, Message
+from inbots.models.agents import Agent
+from inbots.models.deliveries import Delivery
+from inbots.models.messages import KINDS, Message
+from inbots.models.threads import CLOSED, Participant, Thread
 from inbots.search.schemas import SearchHit, SearchQuery, SearchResults
-from inbots.threads.models import CLOSED, Participant, Thread
 
 WORD = re.compile(r"[^\W_]+")  # letters and digits, as both engines' tokenizers cut words
 SNIPPET_MAX = 240  # characters of a snippet

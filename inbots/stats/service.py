@@ -17,21 +17,21 @@ from sqlalchemy import ColumnElement, Select, func, literal, select, true
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
-from inbots.agents.models import ARCHIVED, KIND_AGENT, Agent
-from inbots.auth.service import Caller
+from inbots.caller import Caller
 from inbots.config import Settings
 from inbots.db.uow import UnitOfWork, reads
 from inbots.deliveries import tallies
-from inbots.deliveries.models import Delivery, DeliveryAttempt
 from inbots.deliveries.state import STATES
 from inbots.deliveries.state_sql import state_filter, state_sql
 from inbots.dispatch.backlog import Backlog
 from inbots.dispatch.broker import BrokerState
 from inbots.heartbeats.service import RENOTIFY, last_beat
 from inbots.kit.clock import utcnow
-from inbots.messages.models import HELD, Message
+from inbots.models.agents import ARCHIVED, KIND_AGENT, Agent
+from inbots.models.deliveries import Delivery, DeliveryAttempt
+from inbots.models.messages import HELD, Message
+from inbots.models.threads import CLOSE_REQUESTED, CLOSED, OPEN, Thread
 from inbots.stats.schemas import AgentCounts, QueueCounts, Stats, ThreadCounts
-from inbots.threads.models import CLOSE_REQUESTED, CLOSED, OPEN, Thread
 
 HOUR = timedelta(hours=1)
 Reader = Session | Connection

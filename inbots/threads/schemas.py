@@ -2,10 +2,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from inbots.deliveries.schemas import DeliveryRead
 from inbots.kit.schema import Model, Request, Timestamp
 from inbots.limits import bounds
-from inbots.messages.schemas import MessageRead
 
 
 class ThreadCreate(Request):
@@ -59,13 +57,3 @@ class ThreadPage(ThreadList):
     """``GET /v1/threads``: one page."""
 
     next_cursor: str | None = None  # more threads: pass it back as ?cursor=
-
-
-class MessageWithReceipts(MessageRead):
-    deliveries: list[DeliveryRead]
-
-
-class ThreadDetail(ThreadRead):
-    """The operator's view: every message with each recipient's receipt."""
-
-    messages: list[MessageWithReceipts] | None = None

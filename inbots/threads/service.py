@@ -10,18 +10,18 @@ from sqlalchemy import Select, and_, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from inbots.agents import service as agents
-from inbots.agents.models import KIND_AGENT, Agent
 from inbots.agents.service import check_username
-from inbots.auth.service import Caller
+from inbots.caller import Caller
 from inbots.db.uow import UnitOfWork, reads
-from inbots.deliveries.models import Delivery
 from inbots.errors import Conflict, Forbidden, Invalid, NoRecipients, ThreadNotOpen, not_found
 from inbots.events import service as events
 from inbots.kit.clock import in_utc, rfc3339, utcnow
 from inbots.kit.ids import new_id
 from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
-from inbots.threads.models import CLOSE_REQUESTED, CLOSED, OPEN, STATUSES, Participant, Thread
-from inbots.threads.schemas import ThreadCreate, ThreadDetail, ThreadPage, ThreadRead
+from inbots.models.agents import KIND_AGENT, Agent
+from inbots.models.deliveries import Delivery
+from inbots.models.threads import CLOSE_REQUESTED, CLOSED, OPEN, STATUSES, Participant, Thread
+from inbots.threads.schemas import ThreadCreate, ThreadPage, ThreadRead
 from inbots.webhooks.subscriptions import THREAD_CLOSE_REQUESTED, THREAD_CLOSED
 
 
@@ -333,15 +333,10 @@ def _after(cursor: str | None) -> tuple[datetime, str] | None:
 
 
 @reads
-def get_thread(uow: UnitOfWork, caller: Caller, thread_id: str) -> ThreadDetail:
-    """One thread with its participants (the messages, for the operator, are added by
+def get_thread(uow: UnitOfWork, caller: Caller, thread_id: str) -> ThreadRead:
+    """One thread with its participants (with its messages, for the operator:
     :func:`inbots.messages.service.get_thread`)."""
-    return detail_of(uow, visible_thread(uow, caller, thread_id))
-
-
-def detail_of(uow: UnitOfWork, thread: Thread) -> ThreadDetail:
-    """A thread the caller may see, with its participants."""
-    return ThreadDetail(**to_reads(uow, [thread])[0].model_dump())
+    return to_reads(uow, [visible_thread(uow, caller, thread_id)])[0]
 
 
 def add_participant(

@@ -1,13 +1,13 @@
 """An agent row's webhook endpoint: the URL policy at registration, minting the secret, and the
 read model. No lookups, so registering an agent (:mod:`inbots.agents.service`) and managing its
-webhook (:mod:`inbots.webhooks.service`) both build on it."""
+webhook (:mod:`inbots.agents.webhook`) both build on it."""
 
 from __future__ import annotations
 
-from inbots.agents.models import Agent
 from inbots.config import Settings
 from inbots.errors import WebhookUrlRejected
 from inbots.kit.clock import utcnow
+from inbots.models.agents import Agent
 from inbots.webhooks import signing, subscriptions, url_policy
 from inbots.webhooks.schemas import WebhookRead
 

@@ -8,15 +8,15 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 
-from inbots.agents.models import KIND_OPERATOR, OPERATOR_USERNAME, Agent
-from inbots.auth.service import Caller
 from inbots.auth.sessions import end_sessions_of_token
+from inbots.caller import Caller
 from inbots.db.uow import UnitOfWork, reads
 from inbots.errors import Conflict, Invalid, NotFound
 from inbots.kit import tokens
 from inbots.kit.clock import utcnow
 from inbots.kit.ids import new_id
-from inbots.workspaces.models import OperatorToken, Workspace
+from inbots.models.agents import KIND_OPERATOR, OPERATOR_USERNAME, Agent
+from inbots.models.workspaces import OperatorToken, Workspace
 from inbots.workspaces.schemas import OperatorTokenCreated, OperatorTokenRead
 
 log = logging.getLogger(__name__)

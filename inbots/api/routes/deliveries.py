@@ -3,9 +3,9 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from inbots.api.deps import AuthFirstRoute, Ctx, OperatorCtx
-from inbots.api.errors import EXPIRED
 from inbots.deliveries import service
 from inbots.deliveries.schemas import DeliveryDetail, DeliveryPage, DeliveryRead, WorkingRequest
+from inbots.web.errors import EXPIRED
 
 router = APIRouter(tags=["deliveries"], route_class=AuthFirstRoute)
 

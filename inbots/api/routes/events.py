@@ -3,8 +3,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from inbots.api.deps import AuthFirstRoute, OperatorCtx
-from inbots.events import service
-from inbots.events.schemas import EventDetail, EventPage, EventRead
+from inbots.deliveries import events as service
+from inbots.deliveries.schemas import EventDetail, EventPage, EventRead
 
 router = APIRouter(tags=["events"], route_class=AuthFirstRoute)
 

@@ -3,11 +3,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from inbots.api.deps import AuthFirstRoute, Ctx, OperatorCtx, rendered
-from inbots.api.errors import EXPIRED
 from inbots.deliveries import service, wait
 from inbots.deliveries.schemas import AckRequest, AckResult, DeliveryRead, Inbox, Waited
 from inbots.messages import service as messages
 from inbots.messages.schemas import MessageWithDelivery, Outbox
+from inbots.web.errors import EXPIRED
 
 router = APIRouter(tags=["inbox"], route_class=AuthFirstRoute)
 

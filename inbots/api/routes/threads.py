@@ -5,17 +5,22 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 
 from inbots.api.deps import AgentCtx, AuthFirstRoute, Ctx, IdempotencyKey, OperatorCtx, rendered
-from inbots.api.errors import RATE_LIMITED
 from inbots.messages import service as messages
-from inbots.messages.schemas import DirectMessageCreate, History, MessageCreate, SendResult
+from inbots.messages.schemas import (
+    DirectMessageCreate,
+    History,
+    MessageCreate,
+    SendResult,
+    ThreadDetail,
+)
 from inbots.threads import service
 from inbots.threads.schemas import (
     ParticipantAdd,
     ThreadCreate,
-    ThreadDetail,
     ThreadPage,
     ThreadRead,
 )
+from inbots.web.errors import RATE_LIMITED
 
 router = APIRouter(tags=["threads"], route_class=AuthFirstRoute)
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
+from inbots.agents import webhook as service
 from inbots.api.deps import AgentCtx, AuthFirstRoute, OperatorCtx
-from inbots.webhooks import service
 from inbots.webhooks.schemas import WebhookRead, WebhookSet
 
 router = APIRouter(tags=["webhooks"], route_class=AuthFirstRoute)

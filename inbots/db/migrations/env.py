@@ -5,11 +5,10 @@ from __future__ import annotations
 from alembic import context
 
 from inbots.config import load_settings
-from inbots.db.base import Base, import_models
 from inbots.db.engine import Database
 from inbots.db.migrate import include_name
+from inbots.models import Base
 
-import_models()
 config = context.config
 settings = config.attributes.get("settings") or load_settings(
     database_url=config.get_main_option("sqlalchemy.url")

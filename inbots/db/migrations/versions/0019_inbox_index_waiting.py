@@ -3,7 +3,7 @@
 ``ix_deliveries_inbox`` was partial on ``acknowledged_at IS NULL``; every inbox listing and its
 ``waiting`` count then read each unacknowledged row to drop the expired, held and closed-thread
 ones (the count joined the thread for its status). Now its predicate is the whole of "waiting"
-(``inbots.deliveries.models.WAITING``): the count is an index-only scan on PostgreSQL and the
+(``inbots.models.deliveries.WAITING``): the count is an index-only scan on PostgreSQL and the
 listing reads no row it then throws away. Closing a thread already stamps its deliveries'
 ``thread_closed_at`` (0003), so no join is needed.
 

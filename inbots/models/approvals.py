@@ -5,7 +5,7 @@ from datetime import datetime
 from sqlalchemy import ForeignKey, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from inbots.db.base import Base, UTCDateTime
+from inbots.models.base import Base, UTCDateTime
 
 
 class ApprovalPolicy(Base):

@@ -10,8 +10,6 @@ from fastapi import APIRouter, FastAPI
 from starlette.routing import Route
 
 from inbots import __version__, dashboard
-from inbots.api import errors
-from inbots.api.limits import BodyLimit, HeadLimits
 from inbots.api.routes import (
     agents,
     alerts,
@@ -32,10 +30,12 @@ from inbots.api.routes import (
 )
 from inbots.config import Settings, get_settings
 from inbots.db.engine import Database
-from inbots.deliveries.engine import build_dispatch
+from inbots.engine import build_dispatch
 from inbots.limits import Limits, resolve
 from inbots.mcp.endpoint import MCP_PATH, McpEndpoint
 from inbots.observability.logs import configure_logging
+from inbots.web import errors
+from inbots.web.limits import BodyLimit, HeadLimits
 
 
 def create_app(

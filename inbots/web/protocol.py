@@ -10,7 +10,7 @@ or ``INBOTS_HTTP_HEADER_MAX_COUNT`` fields, then close the connection. A head th
 bad_request`` in the envelope instead of uvicorn's plain text.
 
 ``inbots serve`` passes :func:`protocol_for` its settings; any other uvicorn takes
-``--http inbots.api.protocol:InbotsHttpProtocol`` (httptools, which ``uvicorn[standard]``
+``--http inbots.web.protocol:InbotsHttpProtocol`` (httptools, which ``uvicorn[standard]``
 brings and uvicorn's ``auto`` picks), which reads the settings on its first connection.
 """
 
@@ -27,8 +27,8 @@ import httptools
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from inbots.api.limits import CODE_TOO_LARGE, HeadLimits
 from inbots.config import Settings, get_settings
+from inbots.web.limits import CODE_TOO_LARGE, HeadLimits
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +207,7 @@ class LimitedH11Protocol(_Limited, H11Protocol):
         self._refuse(400, "bad_request", malformed())
 
 
-InbotsHttpProtocol = LimitedHttpToolsProtocol  # for uvicorn --http inbots.api.protocol:…
+InbotsHttpProtocol = LimitedHttpToolsProtocol  # for uvicorn --http inbots.web.protocol:…
 
 
 def protocol_for(settings: Settings, implementation: str = "httptools") -> type[asyncio.Protocol]:

@@ -2,7 +2,7 @@
 streaming-safe, and the head cap (size and count of headers).
 
 The head cap here is the second line: under ``inbots serve`` or the Procfile's uvicorn the
-protocol (:mod:`inbots.api.protocol`) refuses an oversized head while it arrives, before it is
+protocol (:mod:`inbots.web.protocol`) refuses an oversized head while it arrives, before it is
 held in memory; this check gives the same answer behind any other ASGI server."""
 
 from __future__ import annotations

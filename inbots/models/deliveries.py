@@ -17,7 +17,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from inbots.db.base import Base, UTCDateTime
+from inbots.models.base import Base, UTCDateTime
 
 _REPUBLISH = (
     "publish_count > 0 AND notified_at IS NULL AND failed_at IS NULL AND acknowledged_at IS NULL"

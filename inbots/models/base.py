@@ -43,18 +43,3 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
-
-
-def import_models() -> None:
-    """Import every model module so ``Base.metadata`` knows all tables (Alembic, tests)."""
-    import inbots.agents.models
-    import inbots.alerts.models
-    import inbots.approvals.models
-    import inbots.auth.models
-    import inbots.deliveries.models
-    import inbots.enrollments.models
-    import inbots.events.models
-    import inbots.heartbeats.models
-    import inbots.messages.models
-    import inbots.threads.models
-    import inbots.workspaces.models  # noqa: F401

@@ -16,8 +16,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from inbots.db.base import Base, UTCDateTime
-from inbots.messages.vocabulary import (  # noqa: F401 (the models' words, named here too)
+from inbots.models.base import Base, UTCDateTime
+from inbots.vocabulary import (  # noqa: F401 (the models' words, named here too)
     APPROVED,
     DEFAULT_KIND,
     HELD,

@@ -5,7 +5,7 @@ from datetime import datetime
 from sqlalchemy import ForeignKey, Index, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from inbots.db.base import Base, UTCDateTime
+from inbots.models.base import Base, UTCDateTime
 
 OPEN = "open"
 CLOSE_REQUESTED = "close_requested"

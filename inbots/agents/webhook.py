@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from inbots.agents.models import Agent
 from inbots.agents.service import find_agent
-from inbots.auth.service import Caller
+from inbots.caller import Caller
 from inbots.db.uow import UnitOfWork, reads
 from inbots.errors import Conflict, NotFound
 from inbots.kit.clock import utcnow
+from inbots.models.agents import Agent
 from inbots.webhooks import signing, subscriptions
 from inbots.webhooks.endpoint import apply_url, check_url, to_read
 from inbots.webhooks.schemas import WebhookRead, WebhookSet

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 MULTIPROC_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 
 # ``inbots web``'s app, by name: uvicorn's worker processes import it themselves.
-WEB_APP = "inbots.api.serving:web_app"
+WEB_APP = "inbots.serving:web_app"
 
 # The temporary metrics directory without INBOTS_METRICS_DIR: inbots-metrics-<pid>-<random>,
 # the pid of the ``inbots web`` that made it, so a later start can tell one left behind.
@@ -57,9 +57,9 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         # another host (INBOTS_FORWARDED_ALLOW_IPS; docs/operations.md, "Behind a TLS proxy").
         "forwarded_allow_ips": settings.forwarded_allow_ips,
         # Caps the request head while it arrives and answers parser refusals in the error
-        # envelope (inbots/api/protocol.py). By name: ``inbots web``'s worker processes import
+        # envelope (inbots/web/protocol.py). By name: ``inbots web``'s worker processes import
         # it and read the limits from their own settings.
-        "http": "inbots.api.protocol:InbotsHttpProtocol",
+        "http": "inbots.web.protocol:InbotsHttpProtocol",
     }
 
 
@@ -184,8 +184,8 @@ def die_with_parent() -> None:
 
 def web_app() -> FastAPI:
     """``inbots web``'s app factory, called by uvicorn in each process that serves: the app of
-    :func:`inbots.api.app.create_app`, in a process that ends with its supervisor."""
+    :func:`inbots.app.create_app`, in a process that ends with its supervisor."""
     die_with_parent()
-    from inbots.api.app import create_app
+    from inbots.app import create_app
 
     return create_app()

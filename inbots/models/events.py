@@ -5,14 +5,14 @@ from datetime import datetime
 from sqlalchemy import ForeignKey, Index, Integer, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from inbots.db.base import Base, UTCDateTime
+from inbots.models.base import Base, UTCDateTime
 
 # The sweep's lost publishes (as ix_deliveries_republish) and the long-poll's unshown receipts.
 _REPUBLISH = (
     "publish_count > 0 AND notified_at IS NULL AND failed_at IS NULL"
     " AND thread_closed_at IS NULL AND parked_key IS NULL"
 )
-# The receipts a sender's long-poll shows (inbots.events.service._unshown spells the type test
+# The receipts a sender's long-poll shows (inbots.deliveries.receipts._unshown spells the type test
 # the same way, so that the planners match it): acknowledgements and rejections.
 RECEIPT_TYPES_SQL = "type IN ('message.acknowledged', 'message.rejected')"
 _UNSHOWN = f"{RECEIPT_TYPES_SQL} AND shown_at IS NULL AND thread_closed_at IS NULL"
