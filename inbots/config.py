@@ -160,7 +160,8 @@ class Settings(BaseSettings):
     alert_interval_seconds: PositiveSeconds = 300.0
     # queue.backlog: the oldest notify job has waited longer than this for a worker.
     backlog_alert_seconds: PositiveSeconds = 300.0
-    # workers.down (told by beat itself): no renotify sweep has finished for this long.
+    # workers.down (told by beat itself): no renotify sweep has finished for this long, or for
+    # twice the renotify interval if that is longer (a sweep merely due is no sign of anything).
     workers_down_seconds: PositiveSeconds = 120.0
     broker_visibility_timeout_seconds: int = Field(default=3_600, ge=60)
     embedded_workers: int = Field(default=8, ge=1, le=256)
@@ -309,11 +310,6 @@ class Settings(BaseSettings):
             raise ValueError(
                 "signin_max_failures_per_address: must not exceed INBOTS_SIGNIN_MAX_FAILURES"
             )
-        if self.workers_down_seconds < 2 * self.renotify_interval_seconds:
-            raise ValueError(
-                "workers_down_seconds: must be at least twice INBOTS_RENOTIFY_INTERVAL_SECONDS "
-                "(a sweep that is merely due is not a sign of workers down)"
-            )
         if self.publish_lost_seconds <= self.longest_retry_sequence_seconds:
             raise ValueError(
                 "publish_lost_seconds: must be longer than a whole retry sequence "
@@ -337,6 +333,11 @@ class Settings(BaseSettings):
         if self.metrics_public or self.environment != "production":
             return "open"
         return "closed"
+
+    @property
+    def workers_down_after_seconds(self) -> float:
+        """How long without a finished sweep means no worker takes jobs (``workers.down``)."""
+        return max(self.workers_down_seconds, 2 * self.renotify_interval_seconds)
 
     @property
     def claim_seconds(self) -> float:

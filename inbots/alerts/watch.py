@@ -80,14 +80,15 @@ def check(
             swept = last_beat(uow.session, RENOTIFY)
             quiet_since = max(swept or watching_since, watching_since)
             quiet = (now - quiet_since).total_seconds()
-            if now - quiet_since > timedelta(seconds=settings.workers_down_seconds):
+            after = settings.workers_down_after_seconds
+            if now - quiet_since > timedelta(seconds=after):
                 detail = {
                     "last_sweep_at": rfc3339(swept),
                     "depth": waiting.depth if waiting is not None else None,
                     "at": rfc3339(now),
                     "reason": (
                         f"no renotify sweep has finished for {quiet:.0f} s: no worker is taking "
-                        f"jobs (INBOTS_WORKERS_DOWN_SECONDS {settings.workers_down_seconds:g})"
+                        f"jobs (INBOTS_WORKERS_DOWN_SECONDS {after:g})"
                     ),
                 }
                 jobs += installation_alert(uow, WORKERS_DOWN, detail, now)
