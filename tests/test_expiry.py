@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -74,12 +74,15 @@ def expiry_scenario(api: Api, timeout: float) -> None:
     """A 2 s message expires on time (within ``timeout``) for the recipient who had not
     acknowledged it; the acknowledged one and the long-lived one beside it do not. Each short
     message is looked at right after its send, so that a slow machine (a request can take a
-    good part of a second under a loaded parallel run) does not see it expire first."""
+    good part of a second under a loaded parallel run) does not see it expire first; the
+    acknowledged one lives 5 s, so that its send and acknowledgement fit in its life on such a
+    machine, and is looked at once that has passed."""
     alice = api.agent("alice")
     bob = api.agent("bob")
     thread = alice.open_thread("Expiring", ["bob"])["id"]
-    acked = alice.send(thread, "acknowledged in time", ttl_seconds=2)
-    bob.ok("POST", "/acks", json={"ids": [acked["message"]["id"]], "outcome": "done"})
+    acked = alice.send(thread, "acknowledged in time", ttl_seconds=5)
+    done = bob.ok("POST", "/acks", json={"ids": [acked["message"]["id"]], "outcome": "done"})
+    assert len(done["acknowledged"]) == 1 and "expired" not in done, done
     keep = alice.send(thread, "kept", ttl_seconds=3_600)
     short = alice.send(thread, "stale in two seconds", ttl_seconds=2)
     delivery = short["deliveries"][0]["id"]
@@ -98,7 +101,9 @@ def expiry_scenario(api: Api, timeout: float) -> None:
     assert gone.json()["error"]["code"] == "expired"
     assert seen["expired_at"] in gone.json()["error"]["message"], gone.text  # RFC 3339, Z
     assert bob.get(f"/messages/{delivery}").status_code == 410
-    # The acknowledged one is not expired; the sender still reads its own message.
+    # The acknowledged one is not expired, its life over; the sender still reads its own message.
+    remaining = parse(acked["message"]["expires_at"]) - datetime.now(UTC)
+    time.sleep(max(0.0, remaining.total_seconds()) + 1.0)  # past its expiry, and a sweep more
     assert api.delivery(acked["deliveries"][0]["id"])["expired_at"] is None
     assert api.delivery(acked["deliveries"][0]["id"])["state"] == "acknowledged"
     assert alice.ok("GET", f"/messages/{short['message']['id']}")["message"]["id"]
