@@ -53,7 +53,7 @@ from bench.load import alternate, percentile, run_load
 from bench.receiver import Arrival, ReceiverProcess
 from bench.servers import REPO_ROOT, ServerProcess, free_port
 from inbots.db.engine import Database
-from inbots.deliveries.notify import USER_AGENT
+from inbots.deliveries.attempt import USER_AGENT
 from inbots.dispatch.jobs import NOTIFY_BATCH_TASK, NOTIFY_QUEUE
 from inbots.models.deliveries import Delivery, DeliveryAttempt
 from inbots.webhooks import signing

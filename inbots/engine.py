@@ -19,7 +19,8 @@ import redis
 from inbots.alerts import watch
 from inbots.config import Settings
 from inbots.db.engine import Database
-from inbots.deliveries.notify import Engine, make_client, notify_all
+from inbots.deliveries.attempt import Engine, make_client
+from inbots.deliveries.notify import notify_all
 from inbots.deliveries.renotify import sweep
 from inbots.dispatch import broker
 from inbots.dispatch.effects import Dispatch

@@ -880,7 +880,7 @@ def test_clients_share_one_verifying_tls_context(monkeypatch: pytest.MonkeyPatch
     import httpx._transports.default
 
     from inbots.config import load_settings
-    from inbots.deliveries.notify import make_client
+    from inbots.deliveries.attempt import make_client
 
     # httpx as shipped: the suite's conftest shares httpx's default context for its own clients.
     monkeypatch.setattr(

@@ -22,7 +22,8 @@ from sqlalchemy import select
 
 from inbots.config import Settings
 from inbots.db.engine import Database
-from inbots.deliveries.notify import Engine, make_client, notify
+from inbots.deliveries.attempt import Engine, make_client
+from inbots.deliveries.notify import notify
 from inbots.deliveries.renotify import sweep
 from inbots.dispatch.jobs import Job
 from inbots.dispatch.limiter import LocalLimiter, url_key

@@ -25,7 +25,8 @@ from sqlalchemy.orm import Session
 
 from inbots.config import Settings
 from inbots.db.engine import Database
-from inbots.deliveries.notify import Engine, make_client, notify, notify_all
+from inbots.deliveries.attempt import Engine, make_client
+from inbots.deliveries.notify import notify, notify_all
 from inbots.deliveries.parking import wake
 from inbots.deliveries.renotify import sweep
 from inbots.dispatch.jobs import Job, Result
@@ -644,7 +645,8 @@ def test_a_batch_of_successes_is_recorded_in_one_insert_and_one_update(
     while the one before was being written: which POSTs finish together is up to timing.)"""
     from sqlalchemy import event
 
-    from inbots.deliveries.notify import _claim_together, _record_all, _send_and_release
+    from inbots.deliveries.attempt import _send_and_release
+    from inbots.deliveries.notify import _claim_together, _record_all
 
     wide = Engine(database, settings, make_client(settings), LocalLimiter(16, 30.0))
     statements: list[str] = []

@@ -21,7 +21,8 @@ import redis
 
 from inbots.config import Settings
 from inbots.db.engine import Database
-from inbots.deliveries.notify import Engine, make_client, notify
+from inbots.deliveries.attempt import Engine, make_client
+from inbots.deliveries.notify import notify
 from inbots.dispatch.jobs import Job
 from inbots.dispatch.limiter import RedisLimiter
 from tests.celery_harness import (  # noqa: F401  (fixtures)

@@ -139,3 +139,8 @@ def local_path(target: str | None, default: str = "/") -> str:
     if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
         return default
     return target
+
+
+def sessions_of(request: Request) -> Sessions:
+    sessions: Sessions = request.app.state.dashboard_sessions
+    return sessions

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from inbots.config import get_settings
-from inbots.deliveries.notify import Engine
+from inbots.deliveries.attempt import Engine
 from inbots.dispatch.publisher import CeleryPublisher
 from inbots.engine import worker_engine
 from workers.app import app
