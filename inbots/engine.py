@@ -61,7 +61,9 @@ def embedded_dispatch(settings: Settings, db: Database) -> Dispatch:
 
     def sweep_once(publisher: Publisher) -> None:
         sweep(db, settings, publisher.publish, limiter=engine.limiter, backlog=local.backlog)
-        publisher.publish(watch.check(db, settings, local.backlog(), utcnow()))
+        raised = watch.check(db, settings, local.backlog(), utcnow())
+        if raised:
+            publisher.publish(raised)
 
     local = LocalDispatcher(settings, run, sweep_once)
     return Dispatch(
@@ -100,7 +102,8 @@ def beat_watch(settings: Settings) -> LocalDispatcher:
         return notify_all(engine, jobs, then)
 
     def watch_once(publisher: Publisher) -> None:
-        waiting = broker.backlog(settings)
-        publisher.publish(watch.check(db, settings, waiting, utcnow(), watching_since=started))
+        raised = watch.check(db, settings, broker.backlog(settings), utcnow(), started)
+        if raised:
+            publisher.publish(raised)
 
     return LocalDispatcher(settings, run, watch_once)

@@ -4,6 +4,7 @@ later). The broker's state is still reported: in ``/readyz``, ``/v1/stats`` and 
 
 from __future__ import annotations
 
+import socket
 import time
 
 import anyio
@@ -16,12 +17,15 @@ from inbots.app import create_app
 from inbots.config import Settings
 from inbots.db.engine import Database
 from tests.celery_harness import SHARED_REDIS_URL
-from tests.conftest import free_port
 from tests.helpers import Api, metric_samples, sample
 
 pytestmark = pytest.mark.parametrize("backend", ["sqlite"])  # the broker is what varies here
 
-CLOSED_BROKER = f"redis://127.0.0.1:{free_port()}/0"
+# A port bound and never listened on: it refuses connections for as long as this module runs,
+# and no other test (a private redis-server on a free port) can take it meanwhile.
+_CLOSED = socket.socket()
+_CLOSED.bind(("127.0.0.1", 0))
+CLOSED_BROKER = f"redis://127.0.0.1:{_CLOSED.getsockname()[1]}/0"
 
 
 @pytest.mark.parametrize("settings_overrides", [{"broker_url": CLOSED_BROKER}])
@@ -123,7 +127,7 @@ def test_health_checks_never_queue_behind_requests_that_fill_the_thread_pool(
         try:
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://inbots") as client:
-                with anyio.fail_after(5):
+                with anyio.fail_after(20):  # queued behind the holders, they would never answer
                     return await client.get("/healthz"), await client.get("/readyz")
         finally:
             for holder in holders:

@@ -62,9 +62,12 @@ def check(
     ``watching_since``: when the watcher started (beat), so that a deployment just started is
     not taken for one whose workers are down; without it, ``workers.down`` is not checked."""
     jobs: list[Job] = []
+    age = waiting.oldest_age(now.timestamp()) if waiting is not None else None
+    backlog = waiting is not None and age is not None and age > settings.backlog_alert_seconds
+    if not backlog and watching_since is None:
+        return jobs  # nothing to look at: no transaction at all (the embedded sweep's usual case)
     with unit_of_work(db) as uow:
-        age = waiting.oldest_age(now.timestamp()) if waiting is not None else None
-        if waiting is not None and age is not None and age > settings.backlog_alert_seconds:
+        if waiting is not None and age is not None and backlog:
             detail = {
                 "depth": waiting.depth,
                 "oldest_age_seconds": age,
