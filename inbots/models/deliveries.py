@@ -18,6 +18,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column
 
 from inbots.models.base import Base, UTCDateTime
+from inbots.models.outbox import Outbox
 
 _REPUBLISH = (
     "publish_count > 0 AND notified_at IS NULL AND failed_at IS NULL AND acknowledged_at IS NULL"
@@ -49,7 +50,7 @@ _STALL = (
 )
 
 
-class Delivery(Base):
+class Delivery(Outbox, Base):
     """The receipt. Stamps are only ever set, never cleared or overwritten."""
 
     __tablename__ = "deliveries"
@@ -161,12 +162,9 @@ class Delivery(Base):
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
     accepted_at: Mapped[datetime] = mapped_column(UTCDateTime())
-    notified_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     fetched_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     acknowledged_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    failed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    failure_reason: Mapped[str | None] = mapped_column(String(200))
     stalled_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     # The recipient's last "working on it" heartbeat (POST /v1/deliveries/{id}/working): unlike
     # the other stamps it is set again by every heartbeat. While it is recent (the working stall
@@ -182,24 +180,6 @@ class Delivery(Base):
     # what "has not moved" is measured from. Kept by the stamping function and the heartbeat
     # (deliveries.service.working), never set by hand.
     moved_at: Mapped[datetime] = mapped_column(UTCDateTime())
-    # While a webhook attempt runs: no second attempt may start before this.
-    claimed_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    # The thread's close, copied here when it happens (threads.service.close_thread): the sweep's
-    # partial indexes leave these rows out, so closed-thread history costs a sweep nothing.
-    thread_closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    # Waiting for an in-flight slot of its URL (the URL's cap was full when its job ran): the
-    # URL's key and since when. While parked no job for it exists anywhere; whoever frees a slot
-    # of that URL publishes the job again (parking.py), and the sweep's republish index leaves
-    # the row out.
-    parked_key: Mapped[str | None] = mapped_column(String(32))
-    parked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    # The trigger of the job that last claimed or parked it (publish, renotify, redeliver): what
-    # a woken job is rebuilt with, and what a lost attempt is logged with.
-    job_trigger: Mapped[str | None] = mapped_column(String(16))
-
-    publish_count: Mapped[int] = mapped_column(Integer, default=0)
-    last_published_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
     outcome: Mapped[str | None] = mapped_column(String(16))
     note: Mapped[str | None] = mapped_column(String(1000))

@@ -2,10 +2,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Index, Integer, String, Text, text
+from sqlalchemy import ForeignKey, Index, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from inbots.models.base import Base, UTCDateTime
+from inbots.models.outbox import Outbox
 
 # The sweep's lost publishes (as ix_deliveries_republish) and the long-poll's unshown receipts.
 _REPUBLISH = (
@@ -18,7 +19,7 @@ RECEIPT_TYPES_SQL = "type IN ('message.acknowledged', 'message.rejected')"
 _UNSHOWN = f"{RECEIPT_TYPES_SQL} AND shown_at IS NULL AND thread_closed_at IS NULL"
 
 
-class Event(Base):
+class Event(Outbox, Base):
     """Something an agent is told of, other than new mail: one row per agent told.
 
     The outbox columns (``publish_count`` … ``job_trigger``, ``notified_at``, ``failed_at``,
@@ -81,16 +82,3 @@ class Event(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     # A long-poll with receipts showed it to its agent.
     shown_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-
-    # The outbox, as on a delivery.
-    notified_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    failed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    failure_reason: Mapped[str | None] = mapped_column(String(200))
-    claimed_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    thread_closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    parked_key: Mapped[str | None] = mapped_column(String(32))
-    parked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    job_trigger: Mapped[str | None] = mapped_column(String(16))
-    publish_count: Mapped[int] = mapped_column(Integer, default=0)
-    last_published_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
