@@ -612,7 +612,7 @@ def post_loop(
     warmup: int = 2,
 ) -> dict[str, Any]:
     """``threads`` threads share one httpx client set up like the worker's
-    (``inbots.deliveries.notify.make_client``: same timeout, no redirects, no proxies, same
+    (``inbots.deliveries.attempt.make_client``: same timeout, no redirects, no proxies, same
     pool) and POST the jobs to the receiver, each signed just before it is sent. After a short
     warm-up the receiver is cleared and all threads are released together. Latency per request:
     from just before signing (paced: from the request's slot) to the answer."""

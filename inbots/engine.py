@@ -4,7 +4,7 @@
 - **Embedded default** (no broker): the local dispatcher's threads and timer run them in this
   process, with in-memory leases for the per-URL cap.
 - **Production** (a broker): web processes publish to Celery and relay long-poll wake-ups over
-  Redis; each Celery worker builds one :class:`~inbots.deliveries.notify.Engine` (Redis leases)
+  Redis; each Celery worker builds one :class:`~inbots.deliveries.attempt.Engine` (Redis leases)
   with :func:`worker_engine`, and its tasks call the same two functions. Celery beat runs the
   installation's watch (:mod:`inbots.alerts.watch`) and sends its alerts itself, with a local
   dispatcher of its own (:func:`beat_watch`): they need no worker.
