@@ -1,10 +1,10 @@
 """MCP test clients and the scenarios both transports must pass.
 
 The clients are the official SDK's: over real Streamable HTTP (``{server}/mcp`` with an agent's
-key), over stdio (a real ``inbots mcp`` subprocess), and connected in process to the bridge that
-``inbots mcp`` serves (``over_bridge``). A scenario takes the workspace's operator
-(``Api``, plain HTTP, for setup and for reading receipts) and ``connect``, which opens one agent's
-MCP session by key, so ``test_mcp_http`` and ``test_mcp_stdio`` run the same checks.
+key), over stdio (a real ``inbots mcp`` subprocess, a relay to ``/mcp``), and through that relay
+run in process (``over_bridge``). A scenario takes the workspace's operator (``Api``, plain HTTP,
+for setup and for reading receipts) and ``connect``, which opens one agent's MCP session by key,
+so ``test_mcp_http`` and ``test_mcp_stdio`` run the same checks.
 """
 
 from __future__ import annotations
@@ -19,11 +19,13 @@ import anyio
 import anyio.to_thread
 import httpx2
 from mcp import Client, StdioServerParameters
+from mcp.client._transport import TransportStreams
 from mcp.client.client import ConnectMode
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CallToolResult
+from mcp.shared.message import SessionMessage
+from mcp_types import CallToolResult, jsonrpc_message_adapter
 
-from inbots.mcp.stdio import bridge
+from inbots.mcp.stdio import Relay
 from tests.helpers import Api
 from tests.processes import inbots_executable
 
@@ -105,7 +107,7 @@ async def over_http(base_url: str, key: str, mode: ConnectMode = "auto") -> Asyn
 
 @asynccontextmanager
 async def over_stdio(base_url: str, key: str) -> AsyncIterator[Tools]:
-    """A session with a real ``inbots mcp`` subprocess calling the HTTP API at ``base_url``."""
+    """A session with a real ``inbots mcp`` subprocess, relaying to ``{base_url}/mcp``."""
     params = StdioServerParameters(
         command=inbots_executable(),
         args=["mcp"],
@@ -117,15 +119,51 @@ async def over_stdio(base_url: str, key: str) -> AsyncIterator[Tools]:
 
 
 @asynccontextmanager
-async def over_bridge(base_url: str, key: str) -> AsyncIterator[Tools]:
-    """A session with the ``inbots mcp`` bridge's own server (:func:`inbots.mcp.stdio.bridge`)
-    run in this process, calling the HTTP API at ``base_url``, with the official client connected
-    through the SDK's in-memory transport and the initialize handshake. Everything ``inbots mcp``
-    runs but the process and its stdin/stdout framing, which ``over_stdio`` keeps: the stdio tests
-    use this where they check what the bridge answers, and the subprocess where they check the
-    command (start-up, environment, errors, the tool list and answers byte for byte). It saves
-    the second of CPU each subprocess spends importing the SDK."""
-    async with bridge(base_url, key, "stdio") as server, Client(server, mode="legacy") as client:
+async def relayed(relay: Relay) -> AsyncIterator[TransportStreams]:
+    """A client transport whose messages go through ``relay`` as ``inbots mcp`` sends them: each
+    one a line of JSON, each answer read back from its line (as the SDK's stdio client does)."""
+    to_client, from_relay = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    to_relay, from_client = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def lines() -> AsyncIterator[bytes]:
+        async with from_client:
+            async for sent in from_client:
+                yield sent.message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+
+    async def write(line: bytes) -> None:
+        assert b"\n" not in line, "one message a line"
+        message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+        await to_client.send(SessionMessage(message))
+
+    async def serve() -> None:
+        async with to_client:
+            await relay.serve(lines(), write)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(serve)
+        try:
+            yield from_relay, to_relay
+        finally:
+            await to_relay.aclose()  # the client is done: stdin closes
+
+
+@asynccontextmanager
+async def over_bridge(
+    base_url: str, key: str, mode: ConnectMode = "legacy"
+) -> AsyncIterator[Tools]:
+    """A session through the relay ``inbots mcp`` runs (:class:`inbots.mcp.stdio.Relay`), in this
+    process, posting to ``{base_url}/mcp``: the official client on a transport that hands it each
+    message as a line of JSON and reads each answer back from its line. Everything ``inbots mcp``
+    runs but the process and its stdin/stdout, which ``over_stdio`` keeps: the stdio tests use
+    this where they check what the relay answers, and the subprocess where they check the command
+    (start-up, environment, errors). ``legacy`` (the initialize handshake and the
+    ``Mcp-Session-Id`` the relay carries) by default; ``over_stdio`` lets the client choose,
+    which is the per-request protocol. It saves the second of CPU each subprocess spends
+    starting."""
+    async with (
+        Relay(base_url, key, "stdio") as relay,
+        Client(relayed(relay), mode=mode) as client,
+    ):
         yield Tools(client)
 
 

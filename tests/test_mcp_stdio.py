@@ -1,23 +1,36 @@
-"""The agent tools of ``inbots mcp``, which calls the HTTP API of the test server: the same
-scenarios as over ``/mcp``, run against the bridge in process (``over_bridge``: the official
-client on the SDK's in-memory transport), and the command itself, the official SDK's stdio client
-driving a real ``inbots mcp`` subprocess (``over_stdio``): one whole exchange, start-up, the
-environment, errors, and the tools and answers compared with ``/mcp`` byte for byte."""
+"""``inbots mcp``, a stdio relay to the server's own ``/mcp``: the same scenarios as over ``/mcp``,
+run through the relay in process (``over_bridge``: the official client on a transport that hands it
+each message as a line, as stdio does), and the command itself, the official SDK's stdio client
+(or raw lines) driving a real ``inbots mcp`` subprocess: one whole exchange, start-up, the
+environment, what it sends to ``/mcp``, the errors it answers itself, and the tools and answers
+compared with ``/mcp`` byte for byte."""
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
+from mcp import MCPError
+from mcp.shared import inbound
+from mcp_types import CLIENT_INFO_META_KEY, INVALID_REQUEST, PROTOCOL_VERSION_META_KEY
+from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from inbots import __version__
-from inbots.mcp.tools import tool_specs
+from inbots.mcp import stdio
+from inbots.mcp.stdio import Relay
 from tests.conftest import ServerThread, free_port
 from tests.helpers import Api
 from tests.mcp_client import (
+    INITIALIZE,
     Connect,
     default_limit,
     direct_send_and_refs,
@@ -38,6 +51,7 @@ from tests.mcp_client import (
     sender_sees_receipts,
     wait_answers_new_mail_behind_shown,
     wait_times_out,
+    wait_until,
     wait_wakes_on_send,
 )
 from tests.receivers import not_inbots, relay
@@ -124,7 +138,7 @@ def test_own_keys_and_sessions(api: Api, connect: Connect) -> None:
     run(lambda: own_keys_and_sessions(api, connect))
 
 
-# Not the defaults, so the descriptions prove that ``inbots mcp`` asked the server for them.
+# Not the defaults, so the descriptions prove that the tools ``inbots mcp`` lists are the server's.
 SERVER_LIMITS = {"message_body_max": 4321, "check_inbox_default": 6, "check_inbox_max": 9}
 
 
@@ -160,55 +174,6 @@ def test_stdio_serves_exactly_the_tools_of_the_http_endpoint(
             for seen in (over_stdio_me, over_http_me):  # each call stamps it anew
                 seen.pop("last_seen_at")
             assert over_stdio_me == over_http_me
-
-    run(scenario)
-
-
-def test_stdio_with_an_unknown_key_answers_the_http_sentence(
-    api: Api, server: ServerThread
-) -> None:
-    async def scenario() -> None:
-        async with over_stdio(server.url, "agt_" + "x" * 43) as tools:
-            code, text = await tools.error("whoami")
-            assert code == "unauthorized"
-            assert text == (
-                "The bearer token is missing, malformed, unknown or belongs to an archived agent."
-            )
-            assert (await tools.error("check_inbox"))[0] == "unauthorized"
-
-    run(scenario)
-
-
-def test_stdio_without_a_server_answers_tool_errors_and_goes_on() -> None:
-    url = f"http://127.0.0.1:{free_port()}"
-
-    async def scenario() -> None:
-        async with over_stdio(url, "agt_" + "x" * 43) as tools:
-            for _ in range(2):
-                code, text = await tools.error("check_inbox")
-                assert code == "error"
-                assert text.startswith(f"Could not reach Inbots at {url} ("), text
-            assert len((await tools.client.list_tools()).tools) == len(tool_specs())
-
-    run(scenario)
-
-
-def test_stdio_bad_ids_answer_not_found_without_reaching_elsewhere(
-    api: Api, server: ServerThread
-) -> None:
-    """Ids go into URL paths: an id that could change the path names nothing."""
-    agent = api.agent("prober")
-
-    async def scenario() -> None:
-        async with (
-            over_stdio(server.url, agent.token) as tools,
-            over_http(server.url, agent.token) as direct,
-        ):
-            for ident in ("../me", "th_1/participants", "", "a b", "th_?x=1"):
-                expected = await direct.error("read_thread", thread_id=ident)
-                assert await tools.error("read_thread", thread_id=ident) == expected, ident
-                expected = await direct.error("read_message", id=ident)
-                assert await tools.error("read_message", id=ident) == expected, ident
 
     run(scenario)
 
@@ -264,8 +229,8 @@ def test_inbots_mcp_without_its_settings_fails_with_one_line(
 def test_stdio_answers_are_the_http_apis_json_key_for_key_in_its_order(
     api: Api, server: ServerThread
 ) -> None:
-    """The bridge reads answers through ``inbots.client``'s typed models; what a tool gives back
-    is still the HTTP API's JSON as sent: the same keys in the same order, nothing added."""
+    """What a tool gives back through the relay is the HTTP API's JSON as sent: the same keys in
+    the same order, nothing added."""
     lead, worker = api.agent("lead"), api.agent("worker")
 
     async def scenario() -> None:
@@ -322,49 +287,279 @@ def test_stdio_answers_are_the_http_apis_json_key_for_key_in_its_order(
     run(scenario)
 
 
-def test_stdio_calls_the_api_through_inbots_client_as_inbots_mcp(
-    api: Api, server: ServerThread
+# What the relay sends, and what it answers itself.
+
+
+class Lines:
+    """A real ``inbots mcp`` driven by raw JSON-RPC lines: ``ask`` writes a request and reads
+    its answer, ``tell`` writes a message that must get none."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.process = process
+        self.next_id = 1
+        self.stderr = ""  # once the relay has ended
+
+    def tell(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+        self.process.stdin.flush()
+
+    def ask(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        request_id, self.next_id = self.next_id, self.next_id + 1
+        self.tell({"id": request_id, "method": method, **({"params": params} if params else {})})
+        assert self.process.stdout is not None
+        ready, _, _ = select.select([self.process.stdout], [], [], 30)
+        assert ready, f"no answer to {method}"
+        answer: dict[str, Any] = json.loads(self.process.stdout.readline())
+        assert answer["jsonrpc"] == "2.0" and answer["id"] == request_id, answer
+        return answer
+
+
+@contextmanager
+def raw_relay(url: str, key: str) -> Iterator[Lines]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INBOTS_")}
+    env |= {"INBOTS_URL": url, "INBOTS_API_KEY": key}
+    process = subprocess.Popen(
+        [inbots_executable(), "mcp"],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        lines = Lines(process)
+        yield lines
+        out, err = process.communicate(b"", timeout=30)  # stdin closes: the relay ends
+        assert process.returncode == 0, err
+        assert out == b"", "a notification got an answer, or something else reached stdout"
+        lines.stderr = err.decode()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def relay_error(answer: dict[str, Any]) -> tuple[str, str]:
+    """The ``(data.code, message)`` of an error the relay answered itself."""
+    error = answer["error"]
+    assert error["code"] == stdio.RELAY_ERROR, answer
+    return error["data"]["code"], error["message"]
+
+
+TOOL_CALL = {"name": "whoami", "arguments": {}}
+
+
+def test_without_a_server_each_request_is_answered_with_the_fix_and_the_relay_goes_on() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    with raw_relay(url, "agt_" + "x" * 43) as lines:
+        for method, params in (("initialize", INITIALIZE["params"]), ("tools/call", TOOL_CALL)):
+            code, text = relay_error(lines.ask(method, params))
+            assert code == "unreachable"
+            assert text.startswith(f"Could not reach Inbots at {url} ("), text
+            assert text.endswith(
+                "check that the server is running and that INBOTS_URL points at it."
+            )
+        lines.tell({"method": "notifications/initialized"})  # no answer, only a line on stderr
+        assert relay_error(lines.ask("tools/list"))[0] == "unreachable"
+    assert lines.stderr.count("inbots mcp: Could not reach Inbots") == 4, lines.stderr
+
+
+def test_an_unknown_key_is_answered_with_the_http_sentence(api: Api, server: ServerThread) -> None:
+    with raw_relay(server.url, "agt_" + "x" * 43) as lines:
+        answer = lines.ask("initialize", INITIALIZE["params"])
+        assert relay_error(answer) == (
+            "unauthorized",
+            "The bearer token is missing, malformed, unknown or belongs to an archived agent.",
+        )
+        assert answer["error"]["data"]["status"] == 401
+        assert relay_error(lines.ask("tools/call", TOOL_CALL))[0] == "unauthorized"
+
+    async def scenario() -> None:  # the official client cannot connect, as over /mcp
+        with pytest.raises(BaseExceptionGroup) as raised:
+            async with over_stdio(server.url, "agt_" + "x" * 43) as tools:
+                await tools.call("whoami")
+        assert raised.group_contains(MCPError)
+
+    run(scenario)
+
+
+def test_pointed_at_something_else_the_relay_says_so() -> None:
+    with not_inbots() as url, raw_relay(url, "agt_" + "x" * 43) as lines:
+        code, text = relay_error(lines.ask("initialize", INITIALIZE["params"]))
+    assert code == "not_mcp"
+    assert text.startswith(f"Inbots at {url} answered POST /mcp with text/html that is not MCP")
+    assert text.endswith("is INBOTS_URL the base URL of an Inbots server?"), text
+
+
+def test_the_relay_posts_each_message_to_mcp_as_inbots_mcp(api: Api, server: ServerThread) -> None:
+    """Both protocol eras through a loopback proxy in front of the server: every message is one
+    POST to ``/mcp`` with the agent's key, ``X-Inbots-Session`` and ``User-Agent: inbots-mcp/…``,
+    its body as the client wrote it. The handshake era carries the ``Mcp-Session-Id`` and the
+    version ``initialize`` settled; the per-request era the routing headers of each body. The
+    agent's sessions list the bridge as before."""
+    alice = api.agent("alice")
+
+    async def scenario(url: str, mode: str) -> None:
+        async with over_bridge(url, alice.token, mode) as tools:
+            await tools.ok("whoami")
+            await tools.ok("check_inbox", limit=5)
+
+    for mode in ("legacy", "auto"):
+        with relay(server.url) as seen:
+            run(lambda: scenario(f"http://127.0.0.1:{seen.port}", mode))  # noqa: B023
+        requests = seen.requests
+        assert {r.path for r in requests} == {"/mcp"}
+        for request in requests:
+            headers = {name.lower(): value for name, value in request.headers.items()}
+            assert headers["user-agent"] == f"inbots-mcp/{__version__}"
+            assert headers["authorization"] == f"Bearer {alice.token}"
+            assert headers["x-inbots-session"] == "stdio"
+            assert headers["accept"] == "application/json"
+        bodies = [r.json() for r in requests]
+        calls = [(r, b) for r, b in zip(requests, bodies, strict=True) if "id" in b]
+        if mode == "legacy":
+            assert [b["method"] for b in bodies][:2] == ["initialize", "notifications/initialized"]
+            session_id = None
+            for request, body in zip(requests, bodies, strict=True):
+                headers = {name.lower(): value for name, value in request.headers.items()}
+                if body["method"] == "initialize":
+                    assert "mcp-session-id" not in headers
+                    assert "mcp-protocol-version" not in headers
+                else:
+                    session_id = session_id or headers["mcp-session-id"]
+                    assert headers["mcp-session-id"] == session_id
+                    assert headers["mcp-protocol-version"] == LATEST_HANDSHAKE_VERSION
+            assert session_id and session_id.startswith("ses_")
+        else:
+            tool_calls = [(r, b) for r, b in calls if b["method"] == "tools/call"]
+            assert [b["params"]["name"] for _, b in tool_calls] == ["whoami", "check_inbox"]
+            for request, body in calls:
+                headers = {name.lower(): value for name, value in request.headers.items()}
+                meta = body["params"]["_meta"]
+                assert headers["mcp-protocol-version"] == meta[PROTOCOL_VERSION_META_KEY]
+                assert headers["mcp-method"] == body["method"]
+                assert CLIENT_INFO_META_KEY in meta
+            for request, body in tool_calls:
+                assert request.headers.get("Mcp-Name") == body["params"]["name"]
+    (session,) = alice.ok("GET", "/me/sessions")["items"]
+    assert (session["label"], session["client"]) == ("stdio", f"inbots-mcp/{__version__}")
+
+
+def test_a_cancelled_request_is_aborted_and_not_answered(api: Api, server: ServerThread) -> None:
+    """``notifications/cancelled`` aborts the POST of the request it names (a wait for mail),
+    which gets no answer; other calls are answered while it waits and after."""
+    agent = api.agent("waiter")
+    answers: dict[int, dict[str, Any]] = {}
+    listening = server.app.state.dispatch.wakeups.listening
+    ended: dict[str, float] = {}
+
+    async def lines() -> AsyncIterator[bytes]:
+        def line(message: dict[str, Any]) -> bytes:
+            return json.dumps({"jsonrpc": "2.0", **message}).encode()
+
+        yield line(INITIALIZE)
+        await wait_until(lambda: 1 in answers)
+        wait = {"name": "wait_for_mail", "arguments": {"timeout_seconds": 30}}
+        yield line({"id": 2, "method": "tools/call", "params": wait})
+        await wait_until(lambda: listening() >= 1)
+        yield line({"id": 3, "method": "ping"})
+        await wait_until(lambda: 3 in answers)  # answered while the wait goes on
+        yield line({"method": "notifications/cancelled", "params": {"requestId": 2}})
+        yield line({"id": 4, "method": "tools/call", "params": TOOL_CALL})
+        await wait_until(lambda: 4 in answers)
+        ended["lines"] = time.monotonic()
+
+    async def write(answer: bytes) -> None:
+        message = json.loads(answer)
+        answers[message["id"]] = message
+
+    async def scenario() -> None:
+        async with Relay(server.url, agent.token, "stdio") as bridge:
+            await bridge.serve(lines(), write)
+        ended["relay"] = time.monotonic()
+
+    run(scenario)
+    assert sorted(answers) == [1, 3, 4]  # no answer to the cancelled wait
+    assert answers[4]["result"]["structuredContent"]["username"] == "waiter"
+    # Nothing was left in flight when the lines ended: else the relay gives it its grace period.
+    assert ended["relay"] - ended["lines"] < stdio.EOF_GRACE_SECONDS * 0.75
+
+
+def test_a_request_over_the_body_limit_is_answered_with_its_own_id(
+    api: Api, connect: Connect
 ) -> None:
-    """Every request the bridge makes is the package client's (its ``Accept`` header), named
-    ``inbots-mcp/<version>``: seen by a loopback relay in front of the real server."""
-    alice, bob = api.agent("alice"), api.agent("bob")
+    """The endpoint refuses a body over the limit before reading it, with a JSON-RPC error whose
+    id is null: the relay gives it the request's id, so the client raises the sentence."""
+    alice = api.agent("alice")
+    api.agent("bob")
+    thread = alice.open_thread("Big", ["bob"])
 
-    async def scenario(url: str) -> None:
-        async with over_stdio(url, alice.token) as tools:
-            opened = await tools.ok("open_thread", title="Relay", participants=["bob"])
-            await tools.ok("send_message", thread_id=opened["id"], body="through the relay")
-            await tools.ok("check_sent")
-            assert (await tools.error("read_message", id="msg_nothing"))[0] == "not_found"
+    async def scenario() -> None:
+        async with connect(alice.token) as tools:
+            with pytest.raises(MCPError) as refused:
+                await tools.call("send_message", thread_id=thread["id"], body="x" * 65_600)
+            assert "larger than 65536 bytes" in str(refused.value), str(refused.value)
+            assert refused.value.error.code == INVALID_REQUEST
+            assert (await tools.ok("whoami"))["username"] == "alice"
 
-    with relay(server.url) as seen:
-        run(lambda: scenario(f"http://127.0.0.1:{seen.port}"))
-    paths = [request.path.split("?")[0] for request in seen.requests]
-    assert paths == [
-        "/v1/limits",
-        "/v1/threads",
-        f"/v1/threads/{bob.ok('GET', '/threads')['items'][0]['id']}/messages",
-        "/v1/outbox",
-        "/v1/messages/msg_nothing",
+    run(scenario)
+
+
+def test_the_relays_protocol_constants_are_the_sdks() -> None:
+    """The relay imports no MCP SDK (it starts on every agent session): the few names it needs
+    are written out, and must stay the SDK's."""
+    assert stdio.PROTOCOL_VERSION_META_KEY == PROTOCOL_VERSION_META_KEY
+    assert dict(inbound.NAME_BEARING_METHODS) == stdio.NAME_BEARING_METHODS
+    assert stdio.MCP_PROTOCOL_VERSION.lower() == inbound.MCP_PROTOCOL_VERSION_HEADER
+    assert stdio.MCP_METHOD.lower() == inbound.MCP_METHOD_HEADER
+    assert stdio.MCP_NAME.lower() == inbound.MCP_NAME_HEADER
+    for value in ("whoami", "read me", " edge", "naïve", "=?base64?eA==?=", "a\nb", ""):
+        encoded = stdio._header_value(value)
+        assert encoded == inbound.encode_header_value(value), value
+        assert inbound.decode_header_value(encoded) == value
+
+
+def test_the_server_url_may_be_given_with_v1_or_mcp() -> None:
+    for given in ("http://h:1", "http://h:1/", "http://h:1/v1", "http://h:1/mcp/"):
+        assert stdio.server_url(given) == "http://h:1"
+
+
+def test_a_long_poll_is_given_its_timeout_and_every_other_call_the_usual_one() -> None:
+    seen: list[tuple[str, float]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        seen.append((body["params"]["name"], request.extensions["timeout"]["read"]))
+        return httpx.Response(200, json={"jsonrpc": "2.0", "id": body["id"], "result": {}})
+
+    async def lines() -> AsyncIterator[bytes]:
+        for i, (name, arguments) in enumerate(
+            [
+                ("wait_for_mail", {"timeout_seconds": 300}),
+                ("wait_for_mail", {"timeout_seconds": "120"}),  # as some harnesses send it
+                ("wait_for_mail", {}),
+                ("whoami", {}),
+            ]
+        ):
+            params = {"name": name, "arguments": arguments}
+            call = {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params}
+            yield json.dumps(call).encode()
+
+    async def scenario() -> None:
+        transport = httpx.MockTransport(answer)
+        async with Relay("http://inbots.test", "agt_k", transport=transport) as bridge:
+            await bridge.serve(lines(), write)
+
+    written: list[bytes] = []
+
+    async def write(line: bytes) -> None:
+        written.append(line)
+
+    run(scenario)
+    assert sorted(seen) == [
+        ("wait_for_mail", 90.0),
+        ("wait_for_mail", 150.0),
+        ("wait_for_mail", 330.0),
+        ("whoami", 90.0),
     ]
-    for request in seen.requests:
-        headers = {name.lower(): value for name, value in request.headers.items()}
-        assert headers["user-agent"] == f"inbots-mcp/{__version__}", request.path
-        assert headers["accept"] == "application/json", request.path  # the client's
-        assert headers["authorization"] == f"Bearer {alice.token}"
-
-
-def test_stdio_pointed_at_something_else_says_so_in_the_clients_sentence() -> None:
-    """An answer the client cannot read as Inbots' is the client's error, named for the URL:
-    not "something went wrong"."""
-
-    async def scenario(url: str) -> None:
-        async with over_stdio(url, "agt_" + "x" * 43) as tools:
-            code, text = await tools.error("whoami")
-            assert code == "error"
-            assert text.startswith(
-                f"Inbots at {url} answered GET /v1/me with a body this client"
-            ), text
-            assert text.endswith("is the URL an Inbots server?"), text
-
-    with not_inbots() as url:
-        run(lambda: scenario(url))
+    assert len(written) == 4

@@ -263,7 +263,7 @@ def mcp_stdio(
         ),
     ] = "stdio",
 ) -> None:
-    """Serve the agent tools over MCP stdio, calling the Inbots HTTP API as one agent."""
+    """Serve the agent tools over MCP stdio as one agent: a relay to the server's own /mcp."""
     if not url:
         fail(
             "INBOTS_URL is not set: give the base URL of Inbots, like http://127.0.0.1:8000.",
@@ -316,7 +316,7 @@ def _mcp_enrolled(
     if not name:
         fail("--enroll needs --name: the username the new agent registers.", EXIT_USAGE)
     from inbots.errors import InbotsError
-    from inbots.mcp.stdio import run_enrolled
+    from inbots.mcp.enrol import run_enrolled
 
     try:
         run_enrolled(url, token, name, description, key_file, session)

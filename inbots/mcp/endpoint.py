@@ -15,7 +15,9 @@ Sessions of the agent (``GET /v1/me/sessions``) are only bookkeeping: the answer
 ``initialize`` carries an ``Mcp-Session-Id`` (``ses_…``) that clients send back, and each request
 notes that session (or, for clients of the stateless protocol era, one session per clientInfo
 name/version; or the ``X-Inbots-Session`` label when the client sends one) with the clientInfo
-the request carries. Nothing else depends on it: a request without one is served the same.
+the request carries (``inbots mcp``, which relays a harness's messages here, is listed as
+``inbots-mcp/<version>``, its User-Agent). Nothing else depends on it: a request without one is
+served the same.
 """
 
 from __future__ import annotations
@@ -43,9 +45,9 @@ from inbots.dispatch.effects import Dispatch
 from inbots.errors import Forbidden, InbotsError, PayloadTooLarge, Unauthorized
 from inbots.kit.ids import new_id
 from inbots.limits import Limits
-from inbots.mcp.backends import Backend
-from inbots.mcp.local import LocalBackend
 from inbots.mcp.server import build_server
+from inbots.mcp.stdio import USER_AGENT_PREFIX
+from inbots.mcp.tools import ToolContext
 from inbots.web.errors import envelope, error_response
 from inbots.web.limits import BodyTooLarge, jsonrpc_refusal
 
@@ -86,7 +88,7 @@ class McpEndpoint:
         self.db = db
         self.dispatch = dispatch
         self.settings = settings
-        self.server = build_server(self._backend_for, Limits.of(settings))
+        self.server = build_server(self._context_for, Limits.of(settings))
         self._manager: StreamableHTTPSessionManager | None = None
 
     @asynccontextmanager
@@ -134,12 +136,17 @@ class McpEndpoint:
             elif client is not None:
                 mcp_key = f"client:{client}"
 
+        # ``inbots mcp`` relays a harness's messages as they are: its session names the bridge
+        # (``inbots-mcp/<version>``), as it did when the bridge called the HTTP API.
+        agent = headers.get("user-agent", "")
+        seen_as = agent if agent.startswith(USER_AGENT_PREFIX) else client
+
         def session() -> SessionSeen | None:
             return auth.session_seen(
                 self.settings,
                 headers.get(auth.SESSION_HEADER),
                 mcp_key=mcp_key,
-                mcp_client=client,
+                mcp_client=seen_as,
                 minted=minted is not None,
             )
 
@@ -195,9 +202,9 @@ class McpEndpoint:
             )
         return caller
 
-    def _backend_for(self, ctx: ServerRequestContext[Any, Any]) -> Backend:
+    def _context_for(self, ctx: ServerRequestContext[Any, Any]) -> ToolContext:
         request = ctx.request
         caller = request.scope.get(CALLER) if request is not None else None
         if not isinstance(caller, Caller):  # cannot happen behind __call__; refuse, never guess
             raise Unauthorized("Send an Authorization: Bearer <token> header.")
-        return LocalBackend(self.db, self.dispatch, self.settings, caller)
+        return ToolContext(self.db, self.dispatch, self.settings, caller)

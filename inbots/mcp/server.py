@@ -1,6 +1,5 @@
-"""The MCP server of the agent tools (the official SDK's low-level server), whatever the transport:
-``/mcp`` (:mod:`inbots.mcp.endpoint`) and ``inbots mcp`` over stdio (:mod:`inbots.mcp.stdio`)
-both serve :func:`build_server`, each with its own backend."""
+"""The MCP server of the agent tools (the official SDK's low-level server) that ``/mcp``
+(:mod:`inbots.mcp.endpoint`) serves; ``inbots mcp`` relays stdio to it (:mod:`inbots.mcp.stdio`)."""
 
 from __future__ import annotations
 
@@ -19,10 +18,9 @@ from mcp_types import (
 from inbots import __version__
 from inbots.errors import InbotsError, Invalid
 from inbots.limits import Limits
-from inbots.mcp.backends import Backend
-from inbots.mcp.tools import INSTRUCTIONS, failure, tool_specs
+from inbots.mcp.tools import INSTRUCTIONS, ToolContext, failure, tool_specs
 
-BackendFor = Callable[[ServerRequestContext[Any, Any]], Backend]
+ContextFor = Callable[[ServerRequestContext[Any, Any]], ToolContext]
 
 
 @functools.lru_cache(maxsize=8)
@@ -36,9 +34,9 @@ def _catalogue(limits_json: str) -> tuple[ListToolsResult, dict[str, dict[str, A
     return listed, {spec.name: spec.input_schema(limits) for spec in specs}
 
 
-def build_server(backend_for: BackendFor, limits: Limits) -> Server[Any]:
-    """The MCP server for these tools. ``backend_for`` gives the backend of the request's caller
-    (raising :class:`InbotsError` if there is none)."""
+def build_server(context_for: ContextFor, limits: Limits) -> Server[Any]:
+    """The MCP server for these tools. ``context_for`` gives the request's caller (raising
+    :class:`InbotsError` if there is none)."""
     by_name = {spec.name: spec for spec in tool_specs()}
     listed, schemas = _catalogue(limits.model_dump_json())
 
@@ -55,10 +53,10 @@ def build_server(backend_for: BackendFor, limits: Limits) -> Server[Any]:
             names = ", ".join(by_name)
             return failure(Invalid(f"There is no tool {params.name!r}; the tools are {names}."))
         try:
-            backend = backend_for(ctx)
+            context = context_for(ctx)
         except InbotsError as exc:
             return failure(exc)
-        return await spec.call(backend, params.arguments or {})
+        return await spec.call(context, params.arguments or {})
 
     return Server(
         "inbots",

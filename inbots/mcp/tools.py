@@ -1,12 +1,13 @@
-"""The agent tools, defined once for both transports: the command table.
+"""The agent tools of ``/mcp``, defined once: the command table.
 
-A tool is a name, a description written for a model that has never seen Inbots, an argument model
-(:mod:`inbots.mcp.arguments`: the HTTP request models, checked with the HTTP API's sentences), a
-result model (published as the output schema: the HTTP response's fields), a call on a
-:class:`~inbots.mcp.backends.Backend`, and a text rendering (:mod:`inbots.mcp.render`).
-:func:`inbots.mcp.server.build_server` serves them with the MCP SDK's low-level server, so the
-tool surface is the same whether the backend runs services in-process or calls the HTTP API.
-Descriptions and schemas quote the server's limits (:mod:`inbots.limits`).
+A tool is an argument model (:mod:`inbots.mcp.arguments`: the HTTP request models, checked with
+the HTTP API's sentences), a service call (its :class:`ToolSpec`'s ``service``: the function the
+HTTP route runs, in a unit of work of its own through :meth:`ToolContext.run`), and a text
+rendering (:mod:`inbots.mcp.render`); plus a name, a description written for a model that has
+never seen Inbots, a result model (published as the output schema: the HTTP response's fields)
+and its hints. :func:`inbots.mcp.server.build_server` serves them with the MCP SDK's low-level
+server; ``inbots mcp`` relays stdio to that same endpoint (:mod:`inbots.mcp.stdio`), so there is
+one path per tool. Descriptions and schemas quote the server's limits (:mod:`inbots.limits`).
 
 Every failure is a tool result with ``isError: true`` whose text is the sentence the HTTP API
 would give (its ``code``/``field`` ride along as structured content); nothing a caller sends
@@ -15,17 +16,36 @@ can end the session.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, get_origin
+from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar, get_origin
 
+import anyio.to_thread
 from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
+from sqlalchemy.exc import DataError
 
-from inbots.agents.schemas import AgentRead, BriefRead, Directory, KeyList, SessionList
+from inbots.agents import keys, sessions
+from inbots.agents import service as agents
+from inbots.agents.schemas import (
+    AgentRead,
+    BriefRead,
+    BriefUpdate,
+    Directory,
+    KeyList,
+    SessionList,
+)
+from inbots.caller import Caller
+from inbots.config import Settings
+from inbots.db.engine import Database
+from inbots.db.uow import UnitOfWork, run_unit
+from inbots.deliveries import service as deliveries
+from inbots.deliveries import wait
 from inbots.deliveries.schemas import AckResult, Inbox, Waited, WorkingResult
+from inbots.dispatch.effects import Dispatch
 from inbots.errors import InbotsError, Invalid, UnknownField
 from inbots.kit.schema import UNKNOWN_FIELD
 from inbots.limits import Limits, describe, resolve
@@ -49,8 +69,8 @@ from inbots.mcp.arguments import (
     ThreadArguments,
     WaitForMailArguments,
 )
-from inbots.mcp.backends import Backend, InboxQuery, Json
 from inbots.mcp.render import (
+    Json,
     inbox_notice,
     render_acks,
     render_brief,
@@ -71,11 +91,19 @@ from inbots.mcp.render import (
     render_whoami,
     render_working,
 )
+from inbots.messages import service as messages
 from inbots.messages.schemas import History, MessageWithDelivery, Outbox, SendResult
+from inbots.search import service as search
 from inbots.search.schemas import SearchResults
+from inbots.threads import service as threads
 from inbots.threads.schemas import ThreadList, ThreadRead
+from inbots.vocabulary import URGENT
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+P = ParamSpec("P")
+M = TypeVar("M", bound=BaseModel)
 
 INSTRUCTIONS = """\
 Inbots is the mailbox you share with other agents and the human operator who owns them. Work is
@@ -112,7 +140,34 @@ class WaitAnswer(Waited):
 
 # The tools.
 
-Invoke = Callable[[Backend, Any], Awaitable[Json]]
+
+@dataclass(frozen=True)
+class ToolContext:
+    """A tool call's caller, and what its service call needs."""
+
+    db: Database
+    dispatch: Dispatch
+    settings: Settings
+    caller: Caller
+
+    async def run(
+        self,
+        fn: Callable[Concatenate[UnitOfWork, Caller, P], T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """``fn`` as the HTTP route runs it: in a unit of work of its own (with the mode ``fn``
+        declares), on a worker thread, so the event loop never blocks on the database."""
+        call = functools.partial(run_unit, self.db, self.dispatch, fn, self.caller, *args, **kwargs)
+        try:
+            return await anyio.to_thread.run_sync(call)
+        except DataError:
+            # As the HTTP layer answers it: a value the database cannot hold is still input.
+            raise Invalid("A value in the request cannot be stored.") from None
+
+
+Service = Callable[[ToolContext, Any], Awaitable[BaseModel | Json]]
 
 
 @dataclass(frozen=True)
@@ -122,7 +177,7 @@ class ToolSpec:
     description: str
     arguments: type[Arguments]
     result: type[BaseModel]
-    invoke: Invoke
+    service: Service
     render: Callable[[Json], str]
     read_only: bool = False
     idempotent: bool = False
@@ -184,9 +239,10 @@ class ToolSpec:
         msg = str(err.get("msg") or "is invalid")
         return Invalid(f"{path}: {msg[0].lower() + msg[1:]}.", field=loc[0] if loc else None)
 
-    async def call(self, backend: Backend, raw: dict[str, Any]) -> CallToolResult:
+    async def call(self, context: ToolContext, raw: dict[str, Any]) -> CallToolResult:
         try:
-            result = await self.invoke(backend, self.parse(raw))
+            answer = await self.service(context, self.parse(raw))
+            result = answer.model_dump(mode="json") if isinstance(answer, BaseModel) else answer
             text = self.render(result)
         except InbotsError as exc:
             return failure(exc)
@@ -212,23 +268,53 @@ def _is_list(annotation: Any) -> bool:
     return get_origin(annotation) is list
 
 
-async def _inbox_answer(found: Awaitable[Json], *, whole: bool = True) -> Json:
-    inbox = await found
+async def _items(model: type[M], found: Awaitable[list[Any]]) -> M:
+    """A list the service gives as the HTTP answer wraps it: ``{"items": [...]}``."""
+    return model.model_validate({"items": await found})
+
+
+async def _inbox_answer(found: Awaitable[BaseModel], *, whole: bool = True) -> Json:
+    inbox: Json = (await found).model_dump(mode="json")
     return {**inbox, "notice": inbox_notice(inbox, whole=whole)}
 
 
-def _check_inbox(backend: Backend, a: CheckInboxArguments) -> Awaitable[Json]:
-    query = InboxQuery(a.limit, a.cursor, a.include_bodies, a.status, a.urgent_only)
+def _check_inbox(t: ToolContext, a: CheckInboxArguments) -> Awaitable[Json]:
+    s = t.settings
+    found = t.run(
+        deliveries.inbox,
+        a.limit,
+        cursor=a.cursor,
+        include="body" if a.include_bodies else None,
+        status=a.status,
+        priority=URGENT if a.urgent_only else None,
+        maximum=s.check_inbox_max,
+        default=s.check_inbox_default,
+    )
     # A first page of all unacknowledged mail: "N more" after it is exact.
     whole = not a.cursor and a.status in (None, "unacked") and not a.urgent_only
-    return _inbox_answer(backend.check_inbox(query), whole=whole)
+    return _inbox_answer(found, whole=whole)
 
 
-def _send_message(backend: Backend, a: SendMessageArguments) -> Awaitable[Json]:
+def _wait_for_mail(t: ToolContext, a: WaitForMailArguments) -> Awaitable[Json]:
+    """As ``GET /v1/inbox/wait``: sleeps on the wake-up hub's event between checks, so the wait
+    holds neither a database connection nor a thread."""
+    seconds = wait.wait_seconds(a.timeout_seconds, t.settings)
+    hub = t.dispatch.wakeups
+    found = wait.wait_for_mail(t.run, hub, t.caller, seconds, receipts=a.include_receipts)
+    return _inbox_answer(found)
+
+
+def _send_message(t: ToolContext, a: SendMessageArguments) -> Awaitable[BaseModel]:
     thread_id = a.target()
     if thread_id is None:
-        return backend.send_direct(a.direct(), a.idempotency_key)
-    return backend.send_message(thread_id, a.request(), a.idempotency_key)
+        return t.run(messages.send_direct, a.direct(), a.idempotency_key)
+    return t.run(messages.send_message, thread_id, a.request(), a.idempotency_key)
+
+
+def _read_message(t: ToolContext, a: ReadMessageArguments) -> Awaitable[BaseModel]:
+    if a.acknowledge is None and a.note is None:
+        return t.run(messages.read_message, a.id)
+    return t.run(messages.read_and_acknowledge, a.id, a.acknowledge, a.note)
 
 
 def tool_specs() -> list[ToolSpec]:
@@ -247,7 +333,7 @@ def tool_specs() -> list[ToolSpec]:
             ),
             arguments=NoArguments,
             result=AgentRead,
-            invoke=lambda b, a: b.whoami(),
+            service=lambda t, a: t.run(agents.me),
             render=render_whoami,
             read_only=True,
         ),
@@ -265,7 +351,7 @@ def tool_specs() -> list[ToolSpec]:
             ),
             arguments=ListAgentsArguments,
             result=Directory,
-            invoke=lambda b, a: b.list_agents(a.query, a.active_only),
+            service=lambda t, a: _items(Directory, t.run(agents.directory, a.query, a.active_only)),
             render=render_directory,
             read_only=True,
         ),
@@ -282,7 +368,7 @@ def tool_specs() -> list[ToolSpec]:
             ),
             arguments=NoArguments,
             result=KeyList,
-            invoke=lambda b, a: b.list_keys(),
+            service=lambda t, a: _items(KeyList, t.run(keys.list_keys, None)),
             render=render_keys,
             read_only=True,
         ),
@@ -298,7 +384,7 @@ def tool_specs() -> list[ToolSpec]:
             ),
             arguments=NoArguments,
             result=SessionList,
-            invoke=lambda b, a: b.list_sessions(),
+            service=lambda t, a: _items(SessionList, t.run(sessions.list_sessions, None)),
             render=render_sessions,
             read_only=True,
         ),
@@ -313,7 +399,7 @@ def tool_specs() -> list[ToolSpec]:
             ),
             arguments=ReadBriefArguments,
             result=BriefRead,
-            invoke=lambda b, a: b.read_brief(a.username),
+            service=lambda t, a: t.run(agents.read_brief, a.username),
             render=render_brief,
             read_only=True,
         ),
@@ -328,7 +414,7 @@ def tool_specs() -> list[ToolSpec]:
             ),
             arguments=SetBriefArguments,
             result=BriefRead,
-            invoke=lambda b, a: b.set_brief(a.text),
+            service=lambda t, a: t.run(agents.set_own_brief, BriefUpdate(brief=a.text)),
             render=render_brief_set,
             idempotent=True,
         ),
@@ -347,7 +433,9 @@ def tool_specs() -> list[ToolSpec]:
             ),
             arguments=ListThreadsArguments,
             result=ThreadList,
-            invoke=lambda b, a: b.list_threads(a.ref, a.query),
+            service=lambda t, a: _items(
+                ThreadList, t.run(threads.list_threads, None, None, ref=a.ref, query=a.query)
+            ),
             render=render_threads,
             read_only=True,
         ),
@@ -367,7 +455,7 @@ def tool_specs() -> list[ToolSpec]:
             ),
             arguments=OpenThreadArguments,
             result=ThreadRead,
-            invoke=lambda b, a: b.open_thread(a.request()),
+            service=lambda t, a: t.run(threads.open_thread, a.request()),
             render=render_opened,
         ),
         ToolSpec(
@@ -380,7 +468,7 @@ def tool_specs() -> list[ToolSpec]:
             ),
             arguments=AddParticipantArguments,
             result=ThreadRead,
-            invoke=lambda b, a: b.add_participant(a.thread_id, a.username),
+            service=lambda t, a: t.run(threads.add_participant, a.thread_id, a.username),
             render=render_thread,
             idempotent=True,
         ),
@@ -409,7 +497,7 @@ def tool_specs() -> list[ToolSpec]:
             ),
             arguments=SendMessageArguments,
             result=SendResult,
-            invoke=_send_message,
+            service=_send_message,
             render=render_sent,
         ),
         ToolSpec(
@@ -432,7 +520,7 @@ def tool_specs() -> list[ToolSpec]:
             ),
             arguments=CheckInboxArguments,
             result=InboxAnswer,
-            invoke=_check_inbox,
+            service=_check_inbox,
             render=render_inbox,
         ),
         ToolSpec(
@@ -449,7 +537,7 @@ def tool_specs() -> list[ToolSpec]:
             ),
             arguments=ReadMessageArguments,
             result=MessageWithDelivery,
-            invoke=lambda b, a: b.read_message(a.id, a.acknowledge, a.note),
+            service=_read_message,
             render=render_message,
             idempotent=True,
         ),
@@ -467,7 +555,7 @@ def tool_specs() -> list[ToolSpec]:
             ),
             arguments=ReadThreadArguments,
             result=History,
-            invoke=lambda b, a: b.read_thread(a.thread_id, a.since, a.limit, a.cursor),
+            service=lambda t, a: t.run(messages.history, a.thread_id, a.since, a.limit, a.cursor),
             render=render_history,
             idempotent=True,
         ),
@@ -488,7 +576,7 @@ def tool_specs() -> list[ToolSpec]:
             ),
             arguments=AcknowledgeArguments,
             result=AckResult,
-            invoke=lambda b, a: b.acknowledge(a.request()),
+            service=lambda t, a: t.run(deliveries.acknowledge, a.request()),
             render=render_acks,
             idempotent=True,
         ),
@@ -507,7 +595,7 @@ def tool_specs() -> list[ToolSpec]:
             ),
             arguments=MarkWorkingArguments,
             result=WorkingResult,
-            invoke=lambda b, a: b.mark_working(a.ids, a.note),
+            service=lambda t, a: t.run(deliveries.mark_working, a.ids, a.note),
             render=render_working,
             idempotent=True,
         ),
@@ -526,9 +614,7 @@ def tool_specs() -> list[ToolSpec]:
             ),
             arguments=WaitForMailArguments,
             result=WaitAnswer,
-            invoke=lambda b, a: _inbox_answer(
-                b.wait_for_mail(a.timeout_seconds, a.include_receipts)
-            ),
+            service=_wait_for_mail,
             render=render_inbox,
         ),
         ToolSpec(
@@ -547,7 +633,7 @@ def tool_specs() -> list[ToolSpec]:
             ),
             arguments=CheckSentArguments,
             result=Outbox,
-            invoke=lambda b, a: b.check_sent(a.state, a.thread_id, a.cursor),
+            service=lambda t, a: t.run(messages.outbox, a.state, a.thread_id, None, a.cursor),
             render=render_outbox,
             read_only=True,
         ),
@@ -562,7 +648,7 @@ def tool_specs() -> list[ToolSpec]:
             ),
             arguments=ThreadArguments,
             result=ThreadRead,
-            invoke=lambda b, a: b.request_close(a.thread_id),
+            service=lambda t, a: t.run(threads.request_close, a.thread_id),
             render=render_close_requested,
             idempotent=True,
         ),
@@ -584,7 +670,7 @@ def tool_specs() -> list[ToolSpec]:
             ),
             arguments=SearchMessagesArguments,
             result=SearchResults,
-            invoke=lambda b, a: b.search_messages(a.request()),
+            service=lambda t, a: t.run(search.search, a.request()),
             render=render_search,
             read_only=True,
         ),
