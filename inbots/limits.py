@@ -68,24 +68,6 @@ class Limits(Model):
     def of(cls, settings: Settings) -> Limits:
         return cls(**{name: getattr(settings, name) for name in cls.model_fields})
 
-    @classmethod
-    def defaults(cls) -> Limits:
-        """The defaults of the settings (what a server says when it says nothing)."""
-        fields = Settings.model_fields
-        return cls(**{name: fields[name].default for name in cls.model_fields})
-
-    @classmethod
-    def from_answer(cls, answer: object) -> Limits:
-        """From a server's ``GET /v1/limits``: a field it does not name (an older server) or
-        names with a value of the wrong type keeps its default."""
-        values = cls.defaults().model_dump()
-        if isinstance(answer, dict):
-            for name, default in values.items():
-                given = answer.get(name)
-                if isinstance(given, int | float) and not isinstance(given, bool):
-                    values[name] = type(default)(given)
-        return cls(**values)
-
 
 def bounds(**keywords: int | float | str) -> dict[str, Any]:
     """A field's JSON-schema bounds (``minLength``, ``maxLength``, ``minimum``, ``maximum``,
