@@ -15,7 +15,8 @@ from inbots.db.uow import UnitOfWork, reads
 from inbots.deliveries.outbox import publish_again
 from inbots.deliveries.schemas import EVENT_STATES, AttemptRead, EventDetail, EventPage, EventRead
 from inbots.errors import Invalid, not_found
-from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
+from inbots.kit.cursor import LAST_ID
+from inbots.kit.paging import clamp_limit
 from inbots.models.agents import Agent
 from inbots.models.deliveries import DeliveryAttempt
 from inbots.models.events import Event
@@ -101,7 +102,7 @@ def list_events(
     if state and state not in EVENT_STATES:
         raise Invalid(f"state must be one of {', '.join(EVENT_STATES)}.", field="state")
     count = clamp_limit(limit, s.list_default, s.list_max)
-    after = decode_cursor(cursor)
+    after = LAST_ID.decode(cursor)
     where: list[Any] = [Event.workspace_id == caller.workspace_id]
     if type:
         where.append(Event.type == type)
@@ -121,7 +122,7 @@ def list_events(
         select(Event).where(*where).order_by(Event.id.desc()).limit(count + 1)
     ).all()
     page = list(rows[:count])
-    next_cursor = encode_cursor(page[-1].id) if len(rows) > count else None
+    next_cursor = LAST_ID.encode(page[-1].id) if len(rows) > count else None
     return EventPage(items=_reads(uow, page), next_cursor=next_cursor)
 
 

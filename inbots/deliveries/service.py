@@ -34,8 +34,9 @@ from inbots.deliveries.state_sql import state_filter
 from inbots.errors import AlreadyAcknowledged, Conflict, Expired, Invalid, not_found
 from inbots.events import service as events
 from inbots.kit.clock import rfc3339, time_field, utcnow
+from inbots.kit.cursor import INBOX, LAST_ID, InboxPlace
 from inbots.kit.ids import kind_of
-from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
+from inbots.kit.paging import clamp_limit
 from inbots.kit.text import shown_summary
 from inbots.models.agents import Agent
 from inbots.models.deliveries import Delivery, DeliveryAttempt
@@ -117,26 +118,6 @@ def _open_inbox(caller: Caller) -> list[ColumnElement[bool]]:
     return [Delivery.recipient_id == caller.agent_id, *Delivery.waiting()]
 
 
-_BAD_CURSOR = (
-    "cursor is not one this server gave out: pass the next_cursor of the previous inbox answer "
-    "(with the same filters), or leave it out to start at the first page."
-)
-
-
-def _inbox_cursor(cursor: str | None) -> tuple[int, str] | None:
-    """An inbox cursor: the last item's place in the inbox's order (priority rank, delivery id)."""
-    if not cursor:
-        return None
-    try:
-        value = decode_cursor(cursor)
-    except Invalid:
-        raise Invalid(_BAD_CURSOR, field="cursor") from None
-    rank, _, last_id = (value or "").partition(":")
-    if rank not in ("0", "1") or kind_of(last_id) != "delivery":
-        raise Invalid(_BAD_CURSOR, field="cursor")
-    return int(rank), last_id
-
-
 def _inbox_filters(
     status: str | None, priority: str | None, since: str | None, include: str | None
 ) -> tuple[list[ColumnElement[bool]], bool]:
@@ -211,7 +192,7 @@ def inbox(
     s = uow.settings
     status = status or "unacked"
     where, bodies = _inbox_filters(status, priority, since, include)
-    after = _inbox_cursor(cursor)
+    after = INBOX.decode(cursor)
     count = clamp_limit(limit, default or s.list_default, maximum or s.list_max)
     if bodies:
         count = min(count, s.inbox_bodies_max)
@@ -282,7 +263,7 @@ def inbox(
     ]
     last = deliveries[-1] if deliveries else None
     next_cursor = (
-        encode_cursor(f"{last.priority_rank}:{last.id}")
+        INBOX.encode(InboxPlace(last.priority_rank, last.id))
         if following and last is not None and not unshown_only
         else None
     )
@@ -566,7 +547,7 @@ def list_deliveries(
     if state is not None and state not in STATES:
         raise Invalid(f"state must be one of {', '.join(STATES)}.", field="state")
     count = clamp_limit(limit, s.list_default, s.list_max)
-    after = decode_cursor(cursor)
+    after = LAST_ID.decode(cursor)
     where: list[Any] = [Delivery.workspace_id == caller.workspace_id]
     if state is not None:
         where.append(state_filter(Delivery, state))
@@ -584,7 +565,7 @@ def list_deliveries(
         select(Delivery).where(and_(*where)).order_by(Delivery.id.desc()).limit(count + 1)
     ).all()
     page = list(rows[:count])
-    next_cursor = encode_cursor(page[-1].id) if len(rows) > count else None
+    next_cursor = LAST_ID.encode(page[-1].id) if len(rows) > count else None
     return DeliveryPage(items=to_reads(uow, page), next_cursor=next_cursor)
 
 

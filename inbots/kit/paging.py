@@ -1,11 +1,7 @@
-"""Pagination: lenient limits and opaque cursors."""
+"""Page sizes: how many items a list answers with. Where a page ended is a cursor
+(:mod:`inbots.kit.cursor`)."""
 
 from __future__ import annotations
-
-import base64
-import binascii
-
-from inbots.errors import Invalid
 
 
 def clamp_limit(raw: object, default: int, maximum: int) -> int:
@@ -16,21 +12,4 @@ def clamp_limit(raw: object, default: int, maximum: int) -> int:
         return default
     if value < 1 or value > maximum:
         return default
-    return value
-
-
-def encode_cursor(last_id: str) -> str:
-    return base64.urlsafe_b64encode(last_id.encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str | None) -> str | None:
-    if not cursor:
-        return None
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        value = base64.urlsafe_b64decode(padded.encode()).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise Invalid("cursor is not one this server gave out.", field="cursor") from None
-    if not value or "_" not in value or not value.isascii():
-        raise Invalid("cursor is not one this server gave out.", field="cursor")
     return value

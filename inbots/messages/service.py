@@ -32,8 +32,9 @@ from inbots.errors import (
     not_found,
 )
 from inbots.kit.clock import time_field, utcnow
+from inbots.kit.cursor import LAST_ID
 from inbots.kit.ids import kind_of, new_id
-from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
+from inbots.kit.paging import clamp_limit
 from inbots.kit.text import shown_summary
 from inbots.messages import governance
 from inbots.messages.schemas import (
@@ -504,7 +505,7 @@ def history(
             "(from its history) or an RFC 3339 time such as 2026-11-29T18:10:00Z.",
             field="since",
         )
-    after_id = decode_cursor(cursor) or after_id
+    after_id = LAST_ID.decode(cursor) or after_id
     count = clamp_limit(limit, s.list_default, s.list_max)
     stmt = select(Message).where(Message.thread_id == thread.id)
     if not caller.is_operator:  # held or rejected mail: only its sender sees it
@@ -526,7 +527,7 @@ def history(
             )
         ).all()
         deliveries.opened(uow, own)
-    next_cursor = encode_cursor(page[-1].id) if len(rows) > count else None
+    next_cursor = LAST_ID.encode(page[-1].id) if len(rows) > count else None
     items = _reads(uow, page)
     sent = receipts.receipts_of(uow, [m.id for m in page if m.sender_id == caller.agent_id])
     for item in items:
@@ -644,7 +645,7 @@ def outbox(
             field="thread",
         )
     count = clamp_limit(limit, s.list_default, s.list_max)
-    after = decode_cursor(cursor)
+    after = LAST_ID.decode(cursor)
     stmt = select(Message).where(
         Message.sender_id == caller.agent_id, Message.workspace_id == caller.workspace_id
     )
@@ -662,7 +663,7 @@ def outbox(
     page = list(rows[:count])
     found = receipts.receipts_of(uow, [m.id for m in page])
     items = [OutboxItem(message=to_read(m, caller.username), receipts=found[m.id]) for m in page]
-    next_cursor = encode_cursor(page[-1].id) if len(rows) > count else None
+    next_cursor = LAST_ID.encode(page[-1].id) if len(rows) > count else None
     return Outbox(items=items, next_cursor=next_cursor)
 
 

@@ -38,8 +38,9 @@ from inbots.config import Settings
 from inbots.db.uow import UnitOfWork, reads
 from inbots.errors import Invalid, SearchQueryInvalid
 from inbots.kit.clock import time_field
+from inbots.kit.cursor import SEARCH
 from inbots.kit.ids import kind_of
-from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
+from inbots.kit.paging import clamp_limit
 from inbots.models.agents import Agent
 from inbots.models.deliveries import Delivery
 from inbots.models.messages import KINDS, Message
@@ -104,19 +105,6 @@ def _moment(value: object, field: str) -> datetime | None:
     return time_field(value, field, f"must be {example} (got {value[:40]!r})")
 
 
-def _offset(cursor: object) -> int:
-    if cursor is None or cursor == "":
-        return 0
-    wrong = "cursor is not one this server gave out: pass the next_cursor of the previous answer."
-    if not isinstance(cursor, str):
-        raise Invalid(wrong, field="cursor")
-    value = decode_cursor(cursor) or ""
-    head, _, number = value.partition("_")
-    if head != "at" or not number.isdigit() or len(number) > 9:
-        raise Invalid(wrong, field="cursor")
-    return int(number)
-
-
 @dataclass(frozen=True)
 class _Filters:
     words: list[str]
@@ -145,7 +133,8 @@ def _check(request: SearchQuery, settings: Settings) -> _Filters:
     if since is not None and until is not None and since >= until:
         raise Invalid("since must be earlier than until.", field="since")
     count = clamp_limit(request.limit, settings.list_default, settings.list_max)
-    return _Filters(words, sender, thread, kind, since, until, count, _offset(request.cursor))
+    offset = SEARCH.decode(request.cursor) or 0
+    return _Filters(words, sender, thread, kind, since, until, count, offset)
 
 
 @dataclass(frozen=True)
@@ -364,5 +353,5 @@ def search(uow: UnitOfWork, caller: Caller, request: SearchQuery) -> SearchResul
             )
         )
     more = len(ranked) > f.count
-    next_cursor = encode_cursor(f"at_{f.offset + f.count}") if more else None
+    next_cursor = SEARCH.encode(f.offset + f.count) if more else None
     return SearchResults(items=items, next_cursor=next_cursor)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 
 from sqlalchemy import Select, and_, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -15,9 +14,10 @@ from inbots.caller import Caller
 from inbots.db.uow import UnitOfWork, reads
 from inbots.errors import Conflict, Forbidden, Invalid, NoRecipients, ThreadNotOpen, not_found
 from inbots.events import service as events
-from inbots.kit.clock import in_utc, rfc3339, utcnow
+from inbots.kit.clock import utcnow
+from inbots.kit.cursor import THREADS, ThreadPlace
 from inbots.kit.ids import new_id
-from inbots.kit.paging import clamp_limit, decode_cursor, encode_cursor
+from inbots.kit.paging import clamp_limit
 from inbots.models.agents import KIND_AGENT, Agent
 from inbots.models.deliveries import Delivery
 from inbots.models.threads import CLOSE_REQUESTED, CLOSED, OPEN, STATUSES, Participant, Thread
@@ -298,7 +298,7 @@ def thread_page(
                 Thread.goal.icontains(text, autoescape=True),
             )
         )
-    after = _after(cursor)
+    after = THREADS.decode(cursor)
     if after is not None:
         at, last_id = after
         stmt = stmt.where(
@@ -310,26 +310,9 @@ def thread_page(
     stmt = stmt.order_by(Thread.last_activity_at.desc(), Thread.id.desc()).limit(count + 1)
     rows = uow.session.scalars(stmt).all()
     page, more = rows[:count], len(rows) > count
-    next_cursor = (
-        encode_cursor(f"{rfc3339(page[-1].last_activity_at)}|{page[-1].id}") if more else None
-    )
+    last = page[-1] if more else None
+    next_cursor = THREADS.encode(ThreadPlace(last.last_activity_at, last.id)) if last else None
     return ThreadPage(items=to_reads(uow, page), next_cursor=next_cursor)
-
-
-def _after(cursor: str | None) -> tuple[datetime, str] | None:
-    """A thread-list cursor: the last item's activity time and id."""
-    value = decode_cursor(cursor)
-    if value is None:
-        return None
-    stamp, _, last_id = value.partition("|")
-    try:
-        at = datetime.fromisoformat(stamp)
-    except ValueError:
-        raise Invalid("cursor is not one this server gave out.", field="cursor") from None
-    utc = in_utc(at) if at.tzinfo is not None else None
-    if not last_id.startswith("th_") or utc is None:
-        raise Invalid("cursor is not one this server gave out.", field="cursor")
-    return utc, last_id
 
 
 @reads
