@@ -1,5 +1,4 @@
-"""``inbots.client`` against the real server (SQLite and PostgreSQL), and its Inbots 1.1 calls
-against a stand-in written from the addendum until the server has them."""
+"""``inbots.client`` against the real server (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -18,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 import httpx
+import pydantic
 import pytest
 
 import inbots.client
@@ -38,7 +38,6 @@ from inbots.client import (
     VerificationError,
     verify,
 )
-from tests.client_standin import standin
 from tests.conftest import ServerThread, free_port
 from tests.helpers import Api
 from tests.receivers import always, hang, receiver
@@ -77,15 +76,23 @@ def until_listening(server: ServerThread, count: int = 1) -> None:
 
 
 class CountingTransport(httpx.HTTPTransport):
-    """The real transport, counting the requests to each path (no answer is changed)."""
+    """The real transport, keeping each request and its path (no answer is changed)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.paths: list[str] = []
+        self.requests: list[httpx.Request] = []
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         self.paths.append(request.url.path)
+        self.requests.append(request)
         return super().handle_request(request)
+
+    def last(self) -> tuple[str, str, dict[str, str], object]:
+        """The last request: method, path, query parameters and JSON body (None if none)."""
+        request = self.requests[-1]
+        body = json.loads(request.content) if request.content else None
+        return request.method, request.url.path, dict(request.url.params), body
 
 
 class AsyncCountingTransport(httpx.AsyncHTTPTransport):
@@ -258,7 +265,7 @@ def test_sync_client_end_to_end(ops: Client, agent: NewAgent) -> None:
 
 def test_answers_dump_back_to_the_servers_json(api: Api, ops: Client) -> None:
     """``model_dump(mode="json", exclude_unset=True)`` is the server's JSON, field for field in
-    its order and byte for byte in its times: what the stdio MCP bridge hands its tools."""
+    its order and byte for byte in its times: what ``inbots … --output json`` prints."""
     sender_raw, reader_raw = api.agent("sender"), api.agent("reader")  # plain HTTP, same keys
     thread_id = sender_raw.open_thread("Round trip", ["reader"])["id"]
     post = {"json": {"body": "hello", "summary": "hi"}, "headers": {"Idempotency-Key": "rt"}}
@@ -325,6 +332,16 @@ def test_async_client_end_to_end(api: Api, ops: Client, server: ServerThread) ->
             with pytest.raises(NotFound) as missing:
                 await implementer.thread("th_doesnotexist")
             assert missing.value.code == "not_found" and missing.value.status == 404
+
+        async with AsyncClient(api.base_url, api.token) as operator:  # the operator's calls too
+            page = await operator.deliveries(thread=thread.id, state="acknowledged")
+            assert sorted(d.message_id for d in page.items) == sorted(
+                [first.message.id, second.message.id]
+            )
+            assert (await operator.stats()).deliveries["acknowledged"] == 2
+            assert [e.type for e in (await operator.events(agent="reviewer")).items] == [
+                "message.acknowledged"
+            ] * 2
 
     asyncio.run(scenario())
 
@@ -795,64 +812,218 @@ def test_send_to_usernames_opens_a_thread(ops: Client, agent: NewAgent) -> None:
     assert alone.value.field == "participants"
 
 
-# Inbots 1.1 calls the server does not have yet, against the stand-in (tests/client_standin.py)
+# What the calls send, as the server receives it
 
 
-def test_the_inbots_1_1_calls_use_the_addendums_paths_and_fields() -> None:
-    with standin() as server, Client(server.url, "agt_x") as client:
-        woke = client.wait(1, events="receipts")
-        assert woke.receipts[0].outcome == "declined"
-        assert server.seen[-1].params == {"timeout": "1", "events": "receipts"}
-
-        sent = client.send(
+def test_the_calls_send_the_apis_paths_parameters_and_fields(api: Api, ops: Client) -> None:
+    """The requests behind the answers the other tests read: each call's method, path, query
+    parameters, body fields and headers, against the real server."""
+    mine, theirs = CountingTransport(), CountingTransport()
+    keys = {name: ops.register_agent(name).api_key for name in ("reviewer", "implementer")}
+    with (
+        Client(api.base_url, keys["reviewer"], transport=mine) as reviewer,
+        Client(api.base_url, keys["implementer"], transport=theirs) as implementer,
+    ):
+        sent = reviewer.send(
             to=["implementer"],
             body="Ship it",
             title="Release",
             ref="REL-3",
             priority="urgent",
             idempotency_key="rel-3",
-            ttl_seconds=3600,
+            ttl_seconds=3600,  # a field the client names no argument for is sent as given
         )
-        assert sent.message.priority == "urgent"
-        posted = server.seen[-1]
-        assert (posted.method, posted.path) == ("POST", "/v1/messages")
-        assert posted.json == {
-            "to": ["implementer"],
-            "title": "Release",
-            "ref": "REL-3",
-            "body": "Ship it",
-            "priority": "urgent",
-            "ttl_seconds": 3600,
-        }
-        assert posted.headers["idempotency-key"] == "rel-3"
+        assert (sent.message.priority, sent.message.ttl_seconds) == ("urgent", 3600)
+        assert mine.last() == (
+            "POST",
+            "/v1/messages",
+            {},
+            {
+                "to": ["implementer"],
+                "title": "Release",
+                "ref": "REL-3",
+                "body": "Ship it",
+                "priority": "urgent",
+                "ttl_seconds": 3600,
+            },
+        )
+        assert mine.requests[-1].headers["idempotency-key"] == "rel-3"
+        thread_id = sent.message.thread_id
 
-        outbox = client.outbox(state="acknowledged", thread="th_1", cursor="c1")
-        assert outbox.items[0].receipts[0].outcome == "done" and outbox.next_cursor == "c2"
-        assert server.seen[-1].params == {"state": "acknowledged", "thread": "th_1", "cursor": "c1"}
+        woke = reviewer.wait(1, events="receipts")
+        assert woke.items == [] and woke.receipts == []
+        assert mine.last()[1:3] == ("/v1/inbox/wait", {"timeout": "1", "events": "receipts"})
+
+        outbox = reviewer.outbox(state="accepted", thread=thread_id, limit=5)
+        assert [i.message.id for i in outbox.items] == [sent.message.id]
+        assert mine.last()[1:3] == (
+            "/v1/outbox",
+            {"state": "accepted", "thread": thread_id, "limit": "5"},
+        )
 
         since = datetime.fromisoformat("2026-01-02T03:04:05+00:00")
-        hits = client.search("schema migration", sender="reviewer", since=since, limit=5)
-        assert hits.items[0].snippet and hits.next_cursor is None
-        assert server.seen[-1].params == {
-            "q": "schema migration",
-            "sender": "reviewer",
-            "since": "2026-01-02T03:04:05.000000Z",
-            "limit": "5",
-        }
+        hits = reviewer.search("ship", sender="reviewer", since=since, limit=5)
+        assert [h.message_id for h in hits.items] == [sent.message.id]
+        assert mine.last()[1:3] == (
+            "/v1/search",
+            {
+                "q": "ship",
+                "sender": "reviewer",
+                "since": "2026-01-02T03:04:05.000000Z",
+                "limit": "5",
+            },
+        )
 
-        assert client.set_brief("# Me").brief == "# Me"
-        assert server.seen[-1].json == {"brief": "# Me"}
-        assert client.brief("reviewer").updated_at is not None
+        assert reviewer.set_brief("# Me").brief == "# Me"
+        assert mine.last() == ("PUT", "/v1/me/brief", {}, {"brief": "# Me"})
+        assert implementer.brief("reviewer").updated_at is not None
+        assert theirs.last()[:2] == ("GET", "/v1/agents/reviewer/brief")
 
-        working = client.working("dlv_1", note="halfway")
-        assert working.working_at is not None and working.state == "working"
-        assert server.seen[-1].json == {"note": "halfway"}
+        (item,) = implementer.inbox().items
+        working = implementer.working(item.delivery_id, note="halfway")
+        assert (working.state, working.working_note) == ("working", "halfway")
+        assert theirs.last() == (
+            "POST",
+            f"/v1/deliveries/{item.delivery_id}/working",
+            {},
+            {"note": "halfway"},
+        )
+        (person,) = [e for e in implementer.directory() if e.kind == "person"]
+        assert person.username == "operator"
 
-        (person,) = client.directory()
-        assert person.kind == "person" and person.username == "operator"
+
+def dumped(answer: object) -> object:
+    """A client's answer as JSON: a model's dump, or a list's items as the API sends them."""
+    if isinstance(answer, list):
+        return {"items": [dumped(item) for item in answer]}
+    assert isinstance(answer, pydantic.BaseModel)
+    return answer.model_dump(mode="json", exclude_unset=True)
 
 
-def test_models_keep_fields_a_newer_server_adds() -> None:
+def shape(value: object) -> object:
+    """The keys, in their order, at every depth: what two answers made apart share (their
+    values differ: new keys and secrets, stamps that moved in between)."""
+    if isinstance(value, dict):
+        return [(key, shape(item)) for key, item in value.items()]
+    if isinstance(value, list):
+        return [shape(item) for item in value]
+    return "…"
+
+
+def test_the_operators_calls_answer_the_servers_json(api: Api, ops: Client) -> None:
+    """The operator's calls (what ``inbots`` prints with ``--output json``) beside the same call
+    over plain HTTP: the same JSON key for key; for what is minted anew each time (keys,
+    secrets, tokens) the same keys in the same order."""
+    sender_raw, reader_raw = api.agent("sender"), api.agent("reader")
+    thread_id = sender_raw.open_thread("Operated", ["reader"])["id"]
+    sent = sender_raw.send(thread_id, "hello")
+    delivery_id = sent["deliveries"][0]["id"]
+    reader_raw.ok("POST", "/acks", json={"ids": [delivery_id], "outcome": "done", "note": "ok"})
+    reader_raw.ok("GET", "/me", headers={"X-Inbots-Session": "laptop"})
+    (event,) = api.ok("GET", "/events")["items"]
+    hook = ops.set_agent_webhook("reader", "http://127.0.0.1:9/hook", events=["thread.closed"])
+    assert hook.webhook_events == ["thread.closed"] and hook.signing_secret.startswith("whsec_")
+    alerts = ops.set_alert_webhook("http://127.0.0.1:9/alerts", events=["delivery.failed"])
+    assert alerts.events == ["delivery.failed"] and alerts.signing_secret
+    made = ops.create_enrollment(uses=2, expires_in=600, label="farm")
+    assert (made.uses, made.label) == (2, "farm") and made.token.startswith("enr_")
+    assert ops.set_agent_brief("reader", "# Reader").brief == "# Reader"
+    sender_raw.ok("POST", f"/threads/{thread_id}/close-request", 202)
+
+    same = [
+        (ops.agents(), api.ok("GET", "/agents")),
+        (ops.agent("reader"), api.ok("GET", "/agents/reader")),
+        (ops.agent_keys("reader"), api.ok("GET", "/agents/reader/keys")),
+        (ops.agent_sessions("reader"), api.ok("GET", "/agents/reader/sessions")),
+        (ops.brief("reader"), api.ok("GET", "/agents/reader/brief")),
+        (ops.agent_webhook("reader"), api.ok("GET", "/agents/reader/webhook")),
+        (ops.deliveries(), api.ok("GET", "/deliveries")),
+        (
+            ops.deliveries(state="acknowledged", agent="reader", thread=thread_id, limit=1),
+            api.ok(
+                "GET",
+                "/deliveries",
+                params={
+                    "state": "acknowledged",
+                    "agent": "reader",
+                    "thread": thread_id,
+                    "limit": 1,
+                },
+            ),
+        ),
+        (ops.events(), api.ok("GET", "/events")),
+        (
+            ops.events(type="message.acknowledged", agent="sender", limit=5),
+            api.ok(
+                "GET",
+                "/events",
+                params={"type": "message.acknowledged", "agent": "sender", "limit": 5},
+            ),
+        ),
+        (ops.event(event["id"]), api.ok("GET", f"/events/{event['id']}")),
+        (ops.alert_webhook(), api.ok("GET", "/operator/webhook")),
+        (ops.enrollments(), api.ok("GET", "/enrollments")),
+        (ops.approvals(), api.ok("GET", "/approvals")),
+    ]
+    for answer, expected in same:
+        # json.dumps keeps the order keys came in: the same keys, in the server's order.
+        assert json.dumps(dumped(answer)) == json.dumps(expected), type(answer).__name__
+    assert ops.dismiss_close_request(thread_id).status == "open"
+    assert json.dumps(dumped(ops.thread(thread_id))) == json.dumps(
+        api.ok("GET", f"/threads/{thread_id}")
+    )
+
+    with receiver(always(204)) as hook:
+        ops.set_agent_webhook("reader", hook.url, events=["message.created"])
+        ops.set_agent_webhook("sender", hook.url, events=["message.acknowledged"])
+        minted = [
+            (
+                ops.issue_agent_key("reader", "ci"),
+                api.ok("POST", "/agents/reader/keys", 201, json={"label": "x"}),
+            ),
+            (ops.rotate_agent_webhook("reader"), api.ok("POST", "/agents/reader/webhook/rotate")),
+            (ops.rotate_alert_webhook(), api.ok("POST", "/operator/webhook/rotate")),
+            (ops.create_token("ci"), api.ok("POST", "/tokens", 201, json={"label": "x"})),
+            (ops.create_enrollment(), api.ok("POST", "/enrollments", 201, json={})),
+            (
+                ops.redeliver(delivery_id),
+                api.ok("POST", f"/deliveries/{delivery_id}/redeliver", 202),
+            ),
+            (
+                ops.redeliver_event(event["id"]),
+                api.ok("POST", f"/events/{event['id']}/redeliver", 202),
+            ),
+            (ops.tokens(), api.ok("GET", "/tokens")),  # last_used_at moves with every call
+            (ops.stats(), api.ok("GET", "/stats")),  # its times and ages move
+        ]
+        for answer, expected in minted:
+            assert shape(dumped(answer)) == shape(expected), type(answer).__name__
+        hook.wait_for(2)  # the delivery and the event, pushed again
+    archived = ops.archive_agent("sender")  # idempotent: the second answer is the first
+    assert json.dumps(dumped(archived)) == json.dumps(api.ok("POST", "/agents/sender/archive"))
+    stats = ops.stats()
+    assert stats.agents["total"] == 1 and stats.agents["archived"] == 1
+    assert stats.deliveries["acknowledged"] == 1 and stats.threads["open"] == 1
+
+    key = ops.issue_agent_key("reader")
+    ops.revoke_agent_key("reader", key.id)
+    assert key.id not in {k.id for k in ops.agent_keys("reader")}
+    token = ops.create_token("spare")
+    ops.revoke_token(token.id)
+    assert next(t for t in ops.tokens() if t.id == token.id).revoked_at is not None
+    ops.revoke_enrollment(made.id)
+    assert next(e for e in ops.enrollments() if e.id == made.id).state == "revoked"
+    ops.remove_agent_webhook("reader")
+    with pytest.raises(NotFound):
+        ops.agent_webhook("reader")
+    ops.remove_alert_webhook()
+    with pytest.raises(NotFound):
+        ops.alert_webhook()
+    with pytest.raises(Conflict):
+        ops.dismiss_close_request(thread_id)
+
+
+def test_models_keep_the_fields_they_do_not_declare() -> None:
     item = inbots.client.InboxItem.model_validate(
         {
             "delivery_id": "dlv_1",

@@ -15,15 +15,22 @@ from inbots.client._feed import Feed
 from inbots.client._models import (
     AckResult,
     Agent,
+    AlertWebhook,
     Approval,
     Brief,
     Delivery,
     DirectoryEntry,
+    Enrollment,
+    Event,
     Inbox,
     InboxItem,
     Key,
     Limits,
     Message,
+    NewEnrollment,
+    NewKey,
+    NewOperatorToken,
+    OperatorToken,
     OutboxItem,
     Page,
     ReadResult,
@@ -31,6 +38,7 @@ from inbots.client._models import (
     SearchHit,
     SendResult,
     Session,
+    Stats,
     Thread,
     Webhook,
 )
@@ -57,8 +65,8 @@ class AsyncClient:
     replaces ``inbots-client/<version>``). ``transport`` replaces httpx's (tests, retries).
 
     Every method returns a typed answer or raises :class:`~inbots.client.InbotsError` (the server
-    refused) or :class:`~inbots.client.TransportError` (no answer). Methods marked "Inbots 1.1"
-    need a server that has the call.
+    refused) or :class:`~inbots.client.TransportError` (no answer). Methods marked "Operator"
+    need the operator token.
     """
 
     def __init__(
@@ -123,19 +131,19 @@ class AsyncClient:
         return await self._send(_calls.directory(query, active_only))
 
     async def keys(self) -> list[Key]:
-        """Inbots 1.1: your keys, without the keys themselves (``current`` marks this one)."""
+        """Your keys, without the keys themselves (``current`` marks this one)."""
         return await self._send(_calls.my_keys())
 
     async def sessions(self) -> list[Session]:
-        """Inbots 1.1: your sessions (MCP sessions, ``X-Inbots-Session`` clients), latest first."""
+        """Your sessions (MCP sessions, ``X-Inbots-Session`` clients), latest first."""
         return await self._send(_calls.my_sessions())
 
     async def brief(self, username: str) -> Brief:
-        """Inbots 1.1: an agent's brief (what it does, how to work with it)."""
+        """An agent's brief (what it does, how to work with it)."""
         return await self._send(_calls.brief(username))
 
     async def set_brief(self, text: str) -> Brief:
-        """Inbots 1.1: set your own brief (Markdown)."""
+        """Set your own brief (Markdown)."""
         return await self._send(_calls.set_brief(text))
 
     async def limits(self) -> Limits:
@@ -155,7 +163,7 @@ class AsyncClient:
     ) -> Page[Thread]:
         """Your threads that are not closed (the operator: all, or by ``status``), most recent
         activity first. ``ref`` finds threads by task reference, ``query`` by words in their
-        title or goal (any case, taken literally) (Inbots 1.1)."""
+        title or goal (any case, taken literally)."""
         return await self._send(_calls.threads(status, limit, cursor, ref, query))
 
     async def thread(self, thread_id: str) -> Thread:
@@ -171,8 +179,8 @@ class AsyncClient:
         ref: str | None = None,
         **extra: Any,
     ) -> Thread:
-        """Open a thread for one task with these usernames (``["*"]``: everyone, Inbots 1.1);
-        you are its opener. ``ref`` (Inbots 1.1) is a task reference such as a ticket id."""
+        """Open a thread for one task with these usernames (``["*"]``: everyone); you are its
+        opener. ``ref`` is a task reference such as a ticket id."""
         return await self._send(_calls.open_thread(title, participants, goal, ref, extra))
 
     async def add_participant(self, thread_id: str, username: str) -> Thread:
@@ -234,7 +242,7 @@ class AsyncClient:
         need a one-line ``summary``. Repeating an ``idempotency_key`` answers the original with
         ``duplicate=True``, so a send that timed out can be repeated safely.
 
-        Inbots 1.1: ``to=[usernames]`` (no thread id) opens a thread with them and posts in one
+        ``to=[usernames]`` (no thread id) opens a thread with them and posts in one
         call (``title`` defaults to the summary, ``ref`` is a task reference); ``priority`` is
         ``"normal"`` or ``"urgent"``. Other keyword arguments are sent as body fields as given.
         """
@@ -274,7 +282,7 @@ class AsyncClient:
         *,
         limit: int | None = None,
     ) -> Page[OutboxItem]:
-        """Inbots 1.1: messages you sent, newest first, with every recipient's receipt;
+        """Messages you sent, newest first, with every recipient's receipt;
         ``state`` keeps those with a receipt in that state, ``thread`` those of one thread."""
         return await self._send(_calls.outbox(state, thread, cursor, limit))
 
@@ -290,7 +298,7 @@ class AsyncClient:
         limit: int | None = None,
         cursor: str | None = None,
     ) -> Page[SearchHit]:
-        """Inbots 1.1: messages you may read matching the words of ``q`` (plain text, never
+        """Messages you may read matching the words of ``q`` (plain text, never
         query syntax), best first."""
         call = _calls.search(
             q,
@@ -319,7 +327,7 @@ class AsyncClient:
         """Your unacknowledged mail, summaries only, urgent first, then oldest first; marks it
         delivered.
 
-        Inbots 1.1: ``cursor`` pages on without acknowledging (answers carry ``next_cursor``);
+        ``cursor`` pages on without acknowledging (answers carry ``next_cursor``);
         ``include="body"`` adds bodies (and marks them fetched); ``status`` is ``"unacked"``,
         ``"acked"`` or ``"all"``; ``priority="urgent"`` keeps urgent mail; ``since`` a delivery
         id or a time.
@@ -332,14 +340,14 @@ class AsyncClient:
     async def wait(self, timeout: float | None = None, *, events: Events | None = None) -> Inbox:
         """Long-poll: answers as soon as you have mail not shown before (listing only that), or
         empty after ``timeout`` seconds (the server's default without one; it caps it).
-        ``events="receipts"`` (Inbots 1.1) also wakes for receipts of mail you sent."""
+        ``events="receipts"`` also wakes for receipts of mail you sent."""
         return await self._send(_calls.wait(timeout, events))
 
     async def read(
         self, id: str, *, ack: Outcome | None = None, note: str | None = None
     ) -> ReadResult:
         """One message with its body, by message or delivery id; marks your delivery fetched.
-        ``ack`` (Inbots 1.1) acknowledges it in the same call, with ``note`` for the sender."""
+        ``ack`` acknowledges it in the same call, with ``note`` for the sender."""
         return await self._send(_calls.read(id, ack, note))
 
     async def acknowledge(
@@ -354,13 +362,13 @@ class AsyncClient:
         return await self._send(_calls.received(delivery_id))
 
     async def working(self, delivery_id: str, note: str | None = None) -> Delivery:
-        """Inbots 1.1: say you are working on it (a heartbeat; not stalled while it beats)."""
+        """Say you are working on it (a heartbeat; not stalled while it beats)."""
         return await self._send(_calls.working(delivery_id, note))
 
     async def mark_working(
         self, ids: str | Sequence[str], note: str | None = None
     ) -> list[Delivery]:
-        """Inbots 1.1: the heartbeat for one or more deliveries you are working on (delivery or
+        """The heartbeat for one or more deliveries you are working on (delivery or
         message ids), each as :meth:`working`; call it again while the work goes on. Raises at
         the first id that is not yours (:class:`~inbots.client.NotFound`) or already
         acknowledged (:class:`~inbots.client.Conflict`)."""
@@ -380,9 +388,6 @@ class AsyncClient:
         nothing is acknowledged for you. ``include_body`` fills each item's ``body`` (reading it
         marks it fetched; an item whose thread closed before it could be read is skipped). With
         ``forever=False`` it ends after a wait that brought nothing.
-
-        On servers that cannot page the inbox (before Inbots 1.1), mail behind the first
-        ``limit`` unacknowledged items appears as earlier mail is acknowledged.
         """
         feed = Feed(limit=limit, include="body" if include_body else None, wait=wait)
         while True:
@@ -408,7 +413,7 @@ class AsyncClient:
 
     async def set_webhook(self, url: str, *, events: Sequence[str] | None = None) -> Webhook:
         """Set or change your webhook URL (a secret is minted the first time). ``events``
-        (Inbots 1.1) chooses the notification types, e.g. ``["message.created"]``."""
+        chooses the notification types, e.g. ``["message.created"]``."""
         return await self._send(_calls.set_webhook(url, events))
 
     async def remove_webhook(self) -> None:
@@ -426,7 +431,7 @@ class AsyncClient:
         description: str | None = None,
         webhook_url: str | None = None,
     ) -> RegisteredAgent:
-        """Inbots 1.1: register a new agent with an enrolment token from the operator (``enr_…``;
+        """Register a new agent with an enrolment token from the operator (``enr_…``;
         ``POST /v1/register``, no other credentials: make the client with ``token=None``). Its
         ``api_key`` is in this answer only."""
         return await self._send(_calls.register(enrollment_token, name, description, webhook_url))
@@ -447,13 +452,162 @@ class AsyncClient:
         """Operator: one agent."""
         return await self._send(_calls.agent(id_or_username))
 
+    async def archive_agent(self, id_or_username: str) -> Agent:
+        """Operator: archive an agent (idempotent): its keys stop working at once; its history
+        stays."""
+        return await self._send(_calls.archive_agent(id_or_username))
+
+    async def set_agent_brief(self, id_or_username: str, text: str) -> Brief:
+        """Operator: replace an agent's brief (Markdown; an empty text removes it). Read it with
+        :meth:`brief`."""
+        return await self._send(_calls.set_agent_brief(id_or_username, text))
+
+    async def agent_keys(self, id_or_username: str) -> list[Key]:
+        """Operator: an agent's keys, without the keys themselves."""
+        return await self._send(_calls.agent_keys(id_or_username))
+
+    async def issue_agent_key(self, id_or_username: str, label: str | None = None) -> NewKey:
+        """Operator: issue an agent another key; ``api_key`` is in this answer only."""
+        return await self._send(_calls.issue_agent_key(id_or_username, label))
+
+    async def revoke_agent_key(self, id_or_username: str, key_id: str) -> None:
+        """Operator: revoke one of an agent's keys at once. ``Conflict`` for its last key."""
+        await self._send(_calls.revoke_agent_key(id_or_username, key_id))
+
+    async def agent_sessions(self, id_or_username: str) -> list[Session]:
+        """Operator: an agent's sessions (MCP sessions, ``X-Inbots-Session`` clients), latest
+        first."""
+        return await self._send(_calls.agent_sessions(id_or_username))
+
+    async def agent_webhook(self, id_or_username: str) -> Webhook:
+        """Operator: an agent's webhook URL and signing secret; ``NotFound`` when it has none."""
+        return await self._send(_calls.agent_webhook(id_or_username))
+
+    async def set_agent_webhook(
+        self, id_or_username: str, url: str, *, events: Sequence[str] | None = None
+    ) -> Webhook:
+        """Operator: set or change an agent's webhook URL (a secret is minted the first time)
+        and, with ``events``, the notification types it receives."""
+        return await self._send(_calls.set_agent_webhook(id_or_username, url, events))
+
+    async def remove_agent_webhook(self, id_or_username: str) -> None:
+        """Operator: remove an agent's webhook and discard its secret."""
+        await self._send(_calls.remove_agent_webhook(id_or_username))
+
+    async def rotate_agent_webhook(self, id_or_username: str) -> Webhook:
+        """Operator: a new signing secret for an agent's webhook; the previous one keeps signing
+        for a day."""
+        return await self._send(_calls.rotate_agent_webhook(id_or_username))
+
+    async def deliveries(
+        self,
+        *,
+        state: str | None = None,
+        agent: str | None = None,
+        thread: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[Delivery]:
+        """Operator: receipts, newest first; ``state`` a derived state (``stalled``,
+        ``failed``, …), ``agent`` the recipient (id or username), ``thread`` a thread id."""
+        return await self._send(_calls.deliveries(state, agent, thread, limit, cursor))
+
     async def delivery(self, delivery_id: str) -> Delivery:
         """Operator: one receipt with its webhook attempts."""
         return await self._send(_calls.delivery(delivery_id))
 
+    async def redeliver(self, delivery_id: str) -> Delivery:
+        """Operator: publish a delivery's notification again (a failed one too)."""
+        return await self._send(_calls.redeliver(delivery_id))
+
+    async def events(
+        self,
+        *,
+        type: str | None = None,
+        state: str | None = None,
+        agent: str | None = None,
+        thread: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[Event]:
+        """Operator: the notifications other than new mail (acknowledgements, rejections,
+        close requests and closes, the operator's alerts), newest first; ``type`` one of them,
+        ``state`` ``notified``, ``failed``, ``pending`` or ``unsent``, ``agent`` the agent
+        told."""
+        return await self._send(_calls.events(type, state, agent, thread, limit, cursor))
+
+    async def event(self, event_id: str) -> Event:
+        """Operator: one event with its webhook attempts."""
+        return await self._send(_calls.event(event_id))
+
+    async def redeliver_event(self, event_id: str) -> Event:
+        """Operator: publish an event's notification again (a failed one too)."""
+        return await self._send(_calls.redeliver_event(event_id))
+
     async def close_thread(self, thread_id: str) -> Thread:
         """Operator: close a thread (confirming a request, or outright)."""
         return await self._send(_calls.close_thread(thread_id))
+
+    async def dismiss_close_request(self, thread_id: str) -> Thread:
+        """Operator: dismiss a pending close request; the thread is open again. ``Conflict``
+        when none is pending."""
+        return await self._send(_calls.dismiss_close_request(thread_id))
+
+    async def stats(self) -> Stats:
+        """Operator: the workspace's counters (deliveries by state, agents, threads, the oldest
+        stalled, recent failures, the sweep, the broker and the jobs waiting for a worker)."""
+        return await self._send(_calls.stats())
+
+    async def alert_webhook(self) -> AlertWebhook:
+        """Operator: the alert webhook's URL and alert types (never the secret); ``NotFound``
+        when there is none."""
+        return await self._send(_calls.alert_webhook())
+
+    async def set_alert_webhook(
+        self, url: str, *, events: Sequence[str] | None = None
+    ) -> AlertWebhook:
+        """Operator: set or change the alert webhook URL and, with ``events``, the alert types it
+        receives (a new one receives all). The first time, the answer holds the signing secret,
+        shown this once."""
+        return await self._send(_calls.set_alert_webhook(url, events))
+
+    async def remove_alert_webhook(self) -> None:
+        """Operator: remove the alert webhook and discard its secret (idempotent)."""
+        await self._send(_calls.remove_alert_webhook())
+
+    async def rotate_alert_webhook(self) -> AlertWebhook:
+        """Operator: a new signing secret for the alert webhook, in this answer only; the
+        previous one keeps signing for a day."""
+        return await self._send(_calls.rotate_alert_webhook())
+
+    async def tokens(self) -> list[OperatorToken]:
+        """Operator: every operator token of the workspace, revoked ones included (never the
+        token itself)."""
+        return await self._send(_calls.tokens())
+
+    async def create_token(self, label: str | None = None) -> NewOperatorToken:
+        """Operator: mint another operator token; ``token`` is in this answer only."""
+        return await self._send(_calls.create_token(label))
+
+    async def revoke_token(self, token_id: str) -> None:
+        """Operator: revoke an operator token at once. ``Conflict`` for the last live one."""
+        await self._send(_calls.revoke_token(token_id))
+
+    async def enrollments(self) -> list[Enrollment]:
+        """Operator: the enrolment tokens, newest first (never the token itself)."""
+        return await self._send(_calls.enrollments())
+
+    async def create_enrollment(
+        self, uses: int | None = None, expires_in: float | None = None, label: str | None = None
+    ) -> NewEnrollment:
+        """Operator: an enrolment token with which ``uses`` agents (default 1) may register
+        themselves (:meth:`register`) for ``expires_in`` seconds (default a day); ``token`` is
+        in this answer only."""
+        return await self._send(_calls.create_enrollment(uses, expires_in, label))
+
+    async def revoke_enrollment(self, enrollment_id: str) -> None:
+        """Operator: revoke an enrolment token (idempotent): nobody registers with it any more."""
+        await self._send(_calls.revoke_enrollment(enrollment_id))
 
     async def approvals(self) -> list[Approval]:
         """Operator: the held messages waiting for a decision, oldest first (the approval

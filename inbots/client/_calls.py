@@ -19,14 +19,21 @@ from inbots.client._base import (
 from inbots.client._models import (
     AckResult,
     Agent,
+    AlertWebhook,
     Approval,
     Brief,
     Delivery,
     DirectoryEntry,
+    Enrollment,
+    Event,
     Inbox,
     Key,
     Limits,
     Message,
+    NewEnrollment,
+    NewKey,
+    NewOperatorToken,
+    OperatorToken,
     OutboxItem,
     Page,
     ReadResult,
@@ -34,6 +41,7 @@ from inbots.client._models import (
     SearchHit,
     SendResult,
     Session,
+    Stats,
     Thread,
     Webhook,
 )
@@ -82,7 +90,7 @@ def my_sessions() -> Call[list[Session]]:
 
 
 def brief(username: str) -> Call[Brief]:
-    return Call("GET", f"/agents/{segment(username, 'agent')}/brief", Brief.model_validate)
+    return Call("GET", f"{_agent(username)}/brief", Brief.model_validate)
 
 
 def set_brief(text: str) -> Call[Brief]:
@@ -266,8 +274,69 @@ def agents() -> Call[list[Agent]]:
     return Call("GET", "/agents", lambda d: Page[Agent].model_validate(d).items)
 
 
+def _agent(id_or_username: str) -> str:
+    return f"/agents/{segment(id_or_username, 'agent')}"
+
+
 def agent(id_or_username: str) -> Call[Agent]:
-    return Call("GET", f"/agents/{segment(id_or_username, 'agent')}", Agent.model_validate)
+    return Call("GET", _agent(id_or_username), Agent.model_validate)
+
+
+def archive_agent(id_or_username: str) -> Call[Agent]:
+    return Call("POST", f"{_agent(id_or_username)}/archive", Agent.model_validate)
+
+
+def set_agent_brief(id_or_username: str, text: str) -> Call[Brief]:
+    path = f"{_agent(id_or_username)}/brief"
+    return Call("PUT", path, Brief.model_validate, json={"brief": text})
+
+
+def agent_keys(id_or_username: str) -> Call[list[Key]]:
+    path = f"{_agent(id_or_username)}/keys"
+    return Call("GET", path, lambda d: Page[Key].model_validate(d).items)
+
+
+def issue_agent_key(id_or_username: str, label: str | None) -> Call[NewKey]:
+    path = f"{_agent(id_or_username)}/keys"
+    return Call("POST", path, NewKey.model_validate, json=body(label=label))
+
+
+def revoke_agent_key(id_or_username: str, key_id: str) -> Call[None]:
+    return Call("DELETE", f"{_agent(id_or_username)}/keys/{segment(key_id, 'key')}", nothing)
+
+
+def agent_sessions(id_or_username: str) -> Call[list[Session]]:
+    path = f"{_agent(id_or_username)}/sessions"
+    return Call("GET", path, lambda d: Page[Session].model_validate(d).items)
+
+
+def agent_webhook(id_or_username: str) -> Call[Webhook]:
+    return Call("GET", f"{_agent(id_or_username)}/webhook", Webhook.model_validate)
+
+
+def set_agent_webhook(id_or_username: str, url: str, events: Sequence[str] | None) -> Call[Webhook]:
+    payload = body(url=url, webhook_events=list(events) if events is not None else None)
+    path = f"{_agent(id_or_username)}/webhook"
+    return Call("PUT", path, Webhook.model_validate, json=payload)
+
+
+def remove_agent_webhook(id_or_username: str) -> Call[None]:
+    return Call("DELETE", f"{_agent(id_or_username)}/webhook", nothing)
+
+
+def rotate_agent_webhook(id_or_username: str) -> Call[Webhook]:
+    return Call("POST", f"{_agent(id_or_username)}/webhook/rotate", Webhook.model_validate)
+
+
+def deliveries(
+    state: str | None,
+    agent_id: str | None,
+    thread_id: str | None,
+    limit: int | None,
+    cursor: str | None,
+) -> Call[Page[Delivery]]:
+    params = query(state=state, agent=agent_id, thread=thread_id, limit=limit, cursor=cursor)
+    return Call("GET", "/deliveries", Page[Delivery].model_validate, params)
 
 
 def delivery(delivery_id: str) -> Call[Delivery]:
@@ -275,9 +344,91 @@ def delivery(delivery_id: str) -> Call[Delivery]:
     return Call("GET", path, Delivery.model_validate)
 
 
+def redeliver(delivery_id: str) -> Call[Delivery]:
+    path = f"/deliveries/{segment(delivery_id, 'delivery')}/redeliver"
+    return Call("POST", path, Delivery.model_validate)
+
+
+def events(
+    event_type: str | None,
+    state: str | None,
+    agent_id: str | None,
+    thread_id: str | None,
+    limit: int | None,
+    cursor: str | None,
+) -> Call[Page[Event]]:
+    params = query(
+        type=event_type, state=state, agent=agent_id, thread=thread_id, limit=limit, cursor=cursor
+    )
+    return Call("GET", "/events", Page[Event].model_validate, params)
+
+
+def event(event_id: str) -> Call[Event]:
+    return Call("GET", f"/events/{segment(event_id, 'event')}", Event.model_validate)
+
+
+def redeliver_event(event_id: str) -> Call[Event]:
+    path = f"/events/{segment(event_id, 'event')}/redeliver"
+    return Call("POST", path, Event.model_validate)
+
+
 def close_thread(thread_id: str) -> Call[Thread]:
     path = f"/threads/{segment(thread_id, 'thread')}/close"
     return Call("POST", path, Thread.model_validate)
+
+
+def dismiss_close_request(thread_id: str) -> Call[Thread]:
+    path = f"/threads/{segment(thread_id, 'thread')}/close/dismiss"
+    return Call("POST", path, Thread.model_validate)
+
+
+def stats() -> Call[Stats]:
+    return Call("GET", "/stats", Stats.model_validate)
+
+
+def alert_webhook() -> Call[AlertWebhook]:
+    return Call("GET", "/operator/webhook", AlertWebhook.model_validate)
+
+
+def set_alert_webhook(url: str, events: Sequence[str] | None) -> Call[AlertWebhook]:
+    payload = body(url=url, events=list(events) if events is not None else None)
+    return Call("PUT", "/operator/webhook", AlertWebhook.model_validate, json=payload)
+
+
+def remove_alert_webhook() -> Call[None]:
+    return Call("DELETE", "/operator/webhook", nothing)
+
+
+def rotate_alert_webhook() -> Call[AlertWebhook]:
+    return Call("POST", "/operator/webhook/rotate", AlertWebhook.model_validate)
+
+
+def tokens() -> Call[list[OperatorToken]]:
+    return Call("GET", "/tokens", lambda d: Page[OperatorToken].model_validate(d).items)
+
+
+def create_token(label: str | None) -> Call[NewOperatorToken]:
+    return Call("POST", "/tokens", NewOperatorToken.model_validate, json=body(label=label))
+
+
+def revoke_token(token_id: str) -> Call[None]:
+    return Call("DELETE", f"/tokens/{segment(token_id, 'operator token')}", nothing)
+
+
+def enrollments() -> Call[list[Enrollment]]:
+    return Call("GET", "/enrollments", lambda d: Page[Enrollment].model_validate(d).items)
+
+
+def create_enrollment(
+    uses: int | None, expires_in: float | None, label: str | None
+) -> Call[NewEnrollment]:
+    payload = body(uses=uses, expires_in=expires_in, label=label)
+    return Call("POST", "/enrollments", NewEnrollment.model_validate, json=payload)
+
+
+def revoke_enrollment(enrollment_id: str) -> Call[None]:
+    path = f"/enrollments/{segment(enrollment_id, 'enrolment token')}"
+    return Call("DELETE", path, nothing)
 
 
 def approvals() -> Call[list[Approval]]:

@@ -4,12 +4,11 @@ make next, and which items of its answer are new. No I/O here.
 The plan:
 
 1. **Catch up**: list the inbox (``GET /v1/inbox``), following ``next_cursor`` page by page
-   when the server gives one (Inbots 1.1 pages without acknowledging).
+   (the inbox pages without acknowledging).
 2. **Long-poll** (``GET /v1/inbox/wait``): the server answers as soon as there is mail it has
    not shown before, listing only that mail, so a wait never repeats an item.
-3. Go back to 1 before the next wait only when mail may be hidden: an older server that cannot
-   page said ``more`` (mail behind the first page shows once earlier mail is acknowledged), or
-   the set of ids already yielded has grown large and a complete listing can trim it.
+3. Go back to 1 before the next wait only when the set of ids already yielded has grown large:
+   a complete listing trims it.
 
 Every item's ``delivery_id`` is remembered, so no item is yielded twice by one iterator. A
 complete listing (every unacknowledged delivery seen) trims that memory to what it listed:
@@ -34,7 +33,6 @@ class Feed:
         self.listing = True  # the next call lists the inbox; else it waits
         self.cursor: str | None = None
         self.listed: set[str] = set()  # ids of the listing under way
-        self.relist = False  # the last listing could not show everything
         self.trim_at = TRIM_AT
         self.idle = False  # the last call was a wait that timed out with nothing new
 
@@ -52,22 +50,17 @@ class Feed:
             self.idle = False
         else:
             self.idle = not page.items
-            self.listing = self.relist or len(self.seen) >= self.trim_at
+            self.listing = len(self.seen) >= self.trim_at
         return fresh
 
     def _listed(self, page: Inbox) -> None:
         self.listed.update(item.delivery_id for item in page.items)
-        pages = "next_cursor" in page.model_fields_set  # Inbots 1.1 answers carry it
-        if pages and page.next_cursor:
+        if page.next_cursor:
             self.cursor = page.next_cursor
             return
-        complete = pages or not page.more
-        if complete:
-            self.seen = self.listed
-            self.trim_at = max(TRIM_AT, 2 * len(self.seen))
-        elif len(self.seen) >= self.trim_at:
-            self.trim_at = 2 * len(self.seen)  # cannot trim now: try again when it has doubled
-        self.relist = not complete
+        # The last page: the listing was complete, so what it did not list was acknowledged.
+        self.seen = self.listed
+        self.trim_at = max(TRIM_AT, 2 * len(self.seen))
         self.listing = False
         self.cursor = None
         self.listed = set()

@@ -2,16 +2,18 @@
 timezone-aware ``datetime`` in UTC and go back to JSON as RFC 3339 with a ``Z``.
 
 Fields are declared in the order the API sends them, so ``model_dump(mode="json",
-exclude_unset=True)`` gives an answer back as it came (the ``inbots mcp`` bridge relies on it).
-Every model keeps the fields a server adds that it does not declare (``model_extra``, and in
-``model_dump()``), so an older client neither fails on a newer server nor drops what it says.
-Fields marked "Inbots 1.1" are absent from older servers' answers and read as their default.
+exclude_unset=True)`` gives an answer back as it came (the ``inbots`` CLI prints its
+``--output json`` that way). A field with a default may be absent from an answer; a field a
+model does not declare is kept (``model_extra``, and in ``model_dump()``).
+
+Models are built on first use (``defer_build``), not at import: a program pays for the answers
+it reads, and ``inbots --help`` for none.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, PlainSerializer
 
@@ -28,7 +30,7 @@ T = TypeVar("T")
 class Model(BaseModel):
     """Every answer: unknown fields kept, declared ones type-checked."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
 
 class Page(Model, Generic[T]):
@@ -55,7 +57,7 @@ class Agent(Model):
     never_connected: bool
     webhook_url: str | None
     unread: int
-    has_brief: bool = False  # Inbots 1.1
+    has_brief: bool = False
 
 
 class Webhook(Model):
@@ -64,7 +66,7 @@ class Webhook(Model):
     url: str
     signing_secret: str
     previous_secret_expires_at: Timestamp | None = None
-    webhook_events: list[str] | None = None  # Inbots 1.1
+    webhook_events: list[str] | None = None
 
 
 class RegisteredAgent(Agent):
@@ -78,15 +80,15 @@ class DirectoryEntry(Model):
     """Someone an agent can write to (``GET /v1/directory``)."""
 
     username: str
-    kind: str = "agent"  # Inbots 1.1: "agent", or "person" for the operator
+    kind: str = "agent"  # "agent", or "person" for the operator
     description: str | None
     active: bool
     last_seen_at: Timestamp | None
-    has_brief: bool = False  # Inbots 1.1: read it with brief(username)
+    has_brief: bool = False  # read it with brief(username)
 
 
 class Brief(Model):
-    """Inbots 1.1: an agent's brief, Markdown saying what it does and how to work with it."""
+    """An agent's brief, Markdown saying what it does and how to work with it."""
 
     username: str
     brief: str | None
@@ -94,8 +96,9 @@ class Brief(Model):
 
 
 class Key(Model):
-    """Inbots 1.1: one of your keys, without the key itself (``GET /v1/me/keys``): ``hint`` is
-    its first characters, ``current`` marks the key making the call."""
+    """A key, without the key itself (``GET /v1/me/keys``, the operator's
+    ``GET /v1/agents/{id}/keys``): ``hint`` is its first characters, ``current`` marks the key
+    making the call."""
 
     id: str
     label: str | None
@@ -106,8 +109,9 @@ class Key(Model):
 
 
 class Session(Model):
-    """Inbots 1.1: one client of yours (``GET /v1/me/sessions``): an MCP session or a client
-    sending ``X-Inbots-Session``; ``active`` when seen within the last few minutes."""
+    """One client of an agent (``GET /v1/me/sessions``, the operator's
+    ``GET /v1/agents/{id}/sessions``): an MCP session or a client sending ``X-Inbots-Session``;
+    ``active`` when seen within the last few minutes."""
 
     id: str
     label: str | None
@@ -146,19 +150,19 @@ class Delivery(Model):
     notified_at: Timestamp | None = None
     delivered_at: Timestamp | None = None
     fetched_at: Timestamp | None = None
-    working_at: Timestamp | None = None  # Inbots 1.1
-    working_note: str | None = None  # Inbots 1.1: the note of the last working heartbeat
+    working_at: Timestamp | None = None
+    working_note: str | None = None  # the note of the last working heartbeat
     acknowledged_at: Timestamp | None = None
     failed_at: Timestamp | None = None
     failure_reason: str | None = None
     stalled_at: Timestamp | None = None
-    expired_at: Timestamp | None = None  # Inbots 1.1: its message's ttl_seconds passed
+    expired_at: Timestamp | None = None  # its message's ttl_seconds passed
     publish_count: int = 0
     last_published_at: Timestamp | None = None
     next_attempt_at: Timestamp | None = None
     outcome: str | None = None
     note: str | None = None
-    held_at: Timestamp | None = None  # Inbots 1.1: the approval gate held its message
+    held_at: Timestamp | None = None  # only when the approval gate held its message
     approved_at: Timestamp | None = None
     rejected_at: Timestamp | None = None
     rejection_reason: str | None = None
@@ -166,7 +170,7 @@ class Delivery(Model):
 
 
 class Receipt(Model):
-    """Inbots 1.1: what became of a message for one recipient, as its sender sees it
+    """What became of a message for one recipient, as its sender sees it
     (``delivery_id`` is that recipient's copy). In a long-poll's ``receipts``
     (``events="receipts"``) it also names the message, its thread and the event (``event_id``,
     the ``webhook-id`` of the matching ``message.acknowledged`` notification)."""
@@ -198,14 +202,14 @@ class Message(Model):
     thread_id: str
     sender: str
     kind: str
-    priority: str = "normal"  # Inbots 1.1: normal | urgent
+    priority: str = "normal"  # normal | urgent
     summary: str | None
     body: str
     reply_to: str | None
     created_at: Timestamp
-    ttl_seconds: int | None = None  # Inbots 1.1: expiry, when the sender set one
+    ttl_seconds: int | None = None  # expiry, when the sender set one
     expires_at: Timestamp | None = None
-    receipts: list[Receipt] | None = None  # Inbots 1.1: the sender's own messages
+    receipts: list[Receipt] | None = None  # the sender's own messages
 
 
 class ThreadMessage(Message):
@@ -220,7 +224,7 @@ class Thread(Model):
     id: str
     title: str
     goal: str | None
-    ref: str | None = None  # Inbots 1.1: a task reference set at opening
+    ref: str | None = None  # a task reference set at opening
     status: str
     opened_by: str
     participants: list[str]
@@ -246,12 +250,12 @@ class SendResult(Model):
     message: Message
     deliveries: list[SentDelivery]
     duplicate: bool
-    held: bool = False  # Inbots 1.1: the workspace's approval policy holds it for the operator
+    held: bool = False  # the workspace's approval policy holds it for the operator
 
 
 class ReadResult(Model):
     """``GET /v1/messages/{id}``: the message, the caller's delivery of it (None for a message
-    the caller sent or reads as the operator), and for its sender the receipts (Inbots 1.1)."""
+    the caller sent or reads as the operator), and for its sender the receipts."""
 
     message: Message
     delivery: Delivery | None = None
@@ -263,32 +267,32 @@ class ReadResult(Model):
 
 class InboxItem(Model):
     """One unacknowledged delivery as the inbox lists it: the summary, not the body (``body``
-    is set when asked for: ``include="body"`` on Inbots 1.1, or ``messages(include_body=True)``)."""
+    is set when asked for: ``include="body"``, or ``messages(include_body=True)``)."""
 
     delivery_id: str
     message_id: str
     thread_id: str
     thread_title: str
-    thread_ref: str | None = None  # Inbots 1.1
+    thread_ref: str | None = None
     sender: str
     kind: str
-    priority: str = "normal"  # Inbots 1.1
+    priority: str = "normal"
     summary: str
     sent_at: Timestamp
     state: str
-    body: str | None = None  # Inbots 1.1 include=body, or filled in by messages()
+    body: str | None = None  # include=body, or filled in by messages()
 
 
 class Inbox(Model):
     """An inbox page. ``waiting`` counts all unacknowledged mail; ``more`` is true when that is
-    more than ``returned``. ``next_cursor`` (Inbots 1.1) pages on without acknowledging."""
+    more than ``returned``. ``next_cursor`` pages on without acknowledging."""
 
     items: list[InboxItem]
     returned: int
     waiting: int
     more: bool
-    next_cursor: str | None = None  # Inbots 1.1
-    receipts: list[Receipt] = []  # Inbots 1.1, a long-poll with events="receipts"
+    next_cursor: str | None = None
+    receipts: list[Receipt] = []  # a long-poll with events="receipts"
 
 
 class AckResult(Model):
@@ -300,18 +304,18 @@ class AckResult(Model):
     expired: list[str] = []  # expired unacknowledged before the call: not acknowledged
 
 
-# The outbox and search (Inbots 1.1)
+# The outbox and search
 
 
 class OutboxItem(Model):
-    """Inbots 1.1: a message the caller sent, with every recipient's receipt."""
+    """A message the caller sent, with every recipient's receipt."""
 
     message: Message
     receipts: list[Receipt]
 
 
 class SearchHit(Model):
-    """Inbots 1.1: one search result, with a snippet of where the words matched."""
+    """One search result, with a snippet of where the words matched."""
 
     message_id: str
     thread_id: str
@@ -328,7 +332,7 @@ class SearchHit(Model):
 
 class Limits(Model):
     """The limits the server enforces (``GET /v1/limits``), each the ``INBOTS_`` setting of the
-    same name. Newer servers list more (their caps); they are kept as extra fields."""
+    same name. A limit this model does not name is kept as an extra field."""
 
     message_body_max: int
     summary_required_over: int
@@ -336,9 +340,9 @@ class Limits(Model):
     summary_shown: int = 120  # how much of a summary an inbox item shows
     thread_title_max: int
     thread_goal_max: int
-    thread_ref_max: int = 128  # Inbots 1.1
+    thread_ref_max: int = 128
     description_max: int
-    brief_max: int | None = None  # Inbots 1.1: an agent's brief, in characters
+    brief_max: int | None = None  # an agent's brief, in characters
     note_max: int
     idempotency_key_max: int
     ack_batch_max: int
@@ -347,12 +351,12 @@ class Limits(Model):
     list_max: int
     check_inbox_default: int
     check_inbox_max: int
-    inbox_bodies_max: int = 20  # Inbots 1.1: an inbox page with bodies holds at most this many
-    search_query_max: int | None = None  # Inbots 1.1: search (characters, then words)
+    inbox_bodies_max: int = 20  # an inbox page with bodies holds at most this many
+    search_query_max: int | None = None  # search (characters, then words)
     search_words_max: int | None = None
     wait_default_seconds: float
     wait_max_seconds: float
-    # Inbots 1.1 governance: caps and the send rate limit (0: off), expiry, retention (days; 0:
+    # Governance: caps and the send rate limit (0: off), expiry, retention (days; 0:
     # keep forever), enrolment tokens, agent keys and session labels.
     cap_per_recipient: int | None = None
     cap_per_pair: int | None = None
@@ -368,7 +372,7 @@ class Limits(Model):
     session_label_max: int | None = None
 
 
-# The approval gate (Inbots 1.1, operator)
+# The approval gate (operator)
 
 
 class Approval(Model):
@@ -387,3 +391,132 @@ class Approval(Model):
     approved_at: Timestamp | None = None
     rejected_at: Timestamp | None = None
     reason: str | None = None
+
+
+# The operator's views and tools
+
+
+class Event(Model):
+    """A notification other than new mail, as the operator sees it (``GET /v1/events``): the
+    agent told (``recipient``) of what (``type``) someone did (``actor``), and how its push went
+    (``state``: ``notified``, ``failed``, ``pending`` or ``unsent``). An operator's alert has
+    ``alert``, its fields as its notification carries them (``None`` for an agent's event)."""
+
+    id: str
+    type: str
+    recipient: str
+    actor: str
+    thread_id: str | None
+    message_id: str | None
+    delivery_id: str | None
+    outcome: str | None
+    note: str | None
+    created_at: Timestamp
+    shown_at: Timestamp | None
+    state: str
+    notified_at: Timestamp | None
+    failed_at: Timestamp | None
+    failure_reason: str | None
+    publish_count: int
+    last_published_at: Timestamp | None
+    next_attempt_at: Timestamp | None
+    alert: dict[str, Any] | None = None
+    attempts: list[Attempt] | None = None  # GET /v1/events/{id}
+
+
+class QueueCounts(Model):
+    """The notify jobs waiting for a worker: in all (``depth``), the oldest one's wait, and by
+    queue (``notify``, ``notify-retry``, ``alerts``, ``sweep``)."""
+
+    depth: int
+    oldest_age_seconds: float | None
+    queues: dict[str, int]
+
+
+class Stats(Model):
+    """The workspace's counters (``GET /v1/stats``): ``deliveries`` by derived state (every
+    state, zero included, and ``total``), ``agents`` (``total``, ``active``,
+    ``never_connected``, ``archived``), ``threads`` by status, the oldest stalled delivery and
+    the oldest notification still owed (seconds), the failures of the last hour, when the
+    renotify sweep last ran, whether the ``broker`` answers (``up``, ``down`` or ``embedded``),
+    and the ``queue`` waiting for a worker (``None`` when the broker does not answer)."""
+
+    deliveries: dict[str, int]
+    agents: dict[str, int]
+    threads: dict[str, int]
+    oldest_stalled_seconds: float | None
+    oldest_unnotified_seconds: float | None
+    failed_last_hour: int
+    attempts_failed_last_hour: int
+    last_sweep_at: Timestamp | None
+    last_sweep_age_seconds: float | None
+    broker: str
+    queue: QueueCounts | None
+    generated_at: Timestamp
+
+
+class AlertWebhook(Model):
+    """The operator's alert webhook (``/v1/operator/webhook``): its URL and the alert types it
+    receives (``events``). ``signing_secret`` is only in the answer that minted it (the first
+    set, and each rotate); ``None`` otherwise."""
+
+    url: str
+    events: list[str]
+    signing_secret: str | None = None
+    previous_secret_expires_at: Timestamp | None = None
+
+
+class NewKey(Model):
+    """An agent key just issued: ``api_key`` is in this answer only."""
+
+    id: str
+    label: str | None
+    api_key: str
+    hint: str
+    created_at: Timestamp
+
+
+class OperatorToken(Model):
+    """An operator token, without the token (``GET /v1/tokens``); ``current`` marks the one
+    making the call."""
+
+    id: str
+    label: str | None
+    created_at: Timestamp
+    last_used_at: Timestamp | None
+    revoked_at: Timestamp | None
+    current: bool
+
+
+class NewOperatorToken(Model):
+    """An operator token just minted: ``token`` is in this answer only."""
+
+    id: str
+    label: str | None
+    token: str
+    created_at: Timestamp
+
+
+class Enrollment(Model):
+    """An enrolment token, without the token (``GET /v1/enrollments``). ``state``: ``active``,
+    ``spent`` (no uses left), ``expired`` or ``revoked``."""
+
+    id: str
+    label: str | None
+    uses: int
+    uses_left: int
+    created_at: Timestamp
+    expires_at: Timestamp
+    last_used_at: Timestamp | None
+    revoked_at: Timestamp | None
+    state: str
+
+
+class NewEnrollment(Model):
+    """An enrolment token just created: ``token`` (``enr_…``) is in this answer only."""
+
+    id: str
+    token: str
+    uses: int
+    expires_at: Timestamp
+    label: str | None

@@ -7,8 +7,8 @@ from typing import Literal
 
 Kind = Literal["task", "question", "update", "decision", "handoff", "ack"]
 Outcome = Literal["done", "declined"]
-Priority = Literal["normal", "urgent"]  # Inbots 1.1
-InboxStatus = Literal["unacked", "acked", "all"]  # Inbots 1.1
-Include = Literal["body"]  # Inbots 1.1
-Events = Literal["receipts"]  # Inbots 1.1
+Priority = Literal["normal", "urgent"]
+InboxStatus = Literal["unacked", "acked", "all"]
+Include = Literal["body"]
+Events = Literal["receipts"]
 When = str | datetime  # a message or delivery id, or a time (sent as RFC 3339)

@@ -10,7 +10,6 @@ from typing import Annotated
 import typer
 
 from inbots.cli import views
-from inbots.cli.client import path
 from inbots.cli.options import AgentArg, Operator, operator_command
 from inbots.cli.render import say
 
@@ -21,7 +20,7 @@ app = typer.Typer(help="Agents of the workspace.", no_args_is_help=True)
 @operator_command()
 def agents_list(op: Operator) -> None:
     """Every agent of the workspace, archived ones included."""
-    op.show_list(op.api.get("/agents"), views.agents_table)
+    op.show_list(op.api.agents(), views.agents_table)
 
 
 @app.command("register")
@@ -33,22 +32,21 @@ def agents_register(
     webhook_url: Annotated[str | None, typer.Option(help="Where to notify it.")] = None,
 ) -> None:
     """Register an agent and print its API key (and webhook signing secret) — shown this once."""
-    body = {"name": name, "description": description, "webhook_url": webhook_url}
-    op.show(op.api.post("/agents", body), views.registered)
+    op.show(op.api.register_agent(name, description, webhook_url), views.registered)
 
 
 @app.command("show")
 @operator_command()
 def agents_show(op: Operator, agent: AgentArg) -> None:
     """One agent."""
-    op.show(op.api.get(path("agents", agent)), views.agent_fields)
+    op.show(op.api.agent(agent), views.agent_fields)
 
 
 @app.command("archive")
 @operator_command()
 def agents_archive(op: Operator, agent: AgentArg) -> None:
     """Archive an agent: its key stops working at once; its history stays. Idempotent."""
-    op.show(op.api.post(path("agents", agent, "archive")), views.archived)
+    op.show(op.api.archive_agent(agent), views.archived)
 
 
 @app.command("brief")
@@ -68,7 +66,7 @@ def agents_brief(
 ) -> None:
     """An agent's brief: what it does and how to work with it (Markdown). With --set, replace it."""
     if set_from is None:
-        op.show(op.api.get(path("agents", agent, "brief")), views.brief_view)
+        op.show(op.api.brief(agent), views.brief_view)
         return
     try:
         text = sys.stdin.read() if set_from == "-" else Path(set_from).read_text(encoding="utf-8")
@@ -78,7 +76,7 @@ def agents_brief(
             "for standard input.",
             param_hint="--set",
         ) from None
-    op.show(op.api.put(path("agents", agent, "brief"), {"brief": text}), views.brief_view)
+    op.show(op.api.set_agent_brief(agent, text), views.brief_view)
 
 
 KeyArg = Annotated[str, typer.Argument(metavar="KEY_ID", help="The key's id (key_…).")]
@@ -88,7 +86,7 @@ KeyArg = Annotated[str, typer.Argument(metavar="KEY_ID", help="The key's id (key
 @operator_command()
 def agents_keys(op: Operator, agent: AgentArg) -> None:
     """An agent's keys (never the keys themselves: a hint of each)."""
-    op.show_list(op.api.get(path("agents", agent, "keys")), views.keys_table)
+    op.show_list(op.api.agent_keys(agent), views.keys_table)
 
 
 @app.command("key-create")
@@ -101,7 +99,7 @@ def agents_key_create(
     ] = None,
 ) -> None:
     """Issue another key for an agent and print it (shown this once)."""
-    op.show(op.api.post(path("agents", agent, "keys"), {"label": label}), views.key_created)
+    op.show(op.api.issue_agent_key(agent, label), views.key_created)
 
 
 @app.command("key-revoke")
@@ -109,7 +107,7 @@ def agents_key_create(
 def agents_key_revoke(op: Operator, agent: AgentArg, key_id: KeyArg) -> None:
     """Revoke one of an agent's keys at once. Its last key cannot be revoked: issue another
     first (key-create), or archive the agent."""
-    op.api.delete(path("agents", agent, "keys", key_id))
+    op.api.revoke_agent_key(agent, key_id)
     say(f"Revoked key {key_id}.")
 
 
@@ -117,4 +115,4 @@ def agents_key_revoke(op: Operator, agent: AgentArg, key_id: KeyArg) -> None:
 @operator_command()
 def agents_sessions(op: Operator, agent: AgentArg) -> None:
     """An agent's sessions: its MCP sessions and X-Inbots-Session clients, latest first."""
-    op.show_list(op.api.get(path("agents", agent, "sessions")), views.sessions_table)
+    op.show_list(op.api.agent_sessions(agent), views.sessions_table)

@@ -7,7 +7,6 @@ from typing import Annotated
 import typer
 
 from inbots.cli import views
-from inbots.cli.client import path
 from inbots.cli.options import Operator, operator_command
 from inbots.cli.render import say
 from inbots.webhooks.subscriptions import ALERT_TYPES
@@ -17,8 +16,6 @@ app = typer.Typer(
     "messages held for approval, a backlog and workers down (see docs/operations.md, Alerts).",
     no_args_is_help=True,
 )
-
-ALERTS_PATH = path("operator", "webhook")
 
 
 @app.command("set")
@@ -38,29 +35,27 @@ def alerts_set(
 ) -> None:
     """Set or change the alert webhook URL and, with --events, the alert types it receives. The
     first time, a signing secret is minted and printed: store it, it is not shown again."""
-    body: dict[str, object] = {"url": webhook_url}
-    if events is not None:
-        body["events"] = [t.strip() for t in events.split(",") if t.strip()]
-    op.show(op.api.put(ALERTS_PATH, body), views.alert_webhook_fields)
+    chosen = None if events is None else [t.strip() for t in events.split(",") if t.strip()]
+    op.show(op.api.set_alert_webhook(webhook_url, events=chosen), views.alert_webhook_fields)
 
 
 @app.command("show")
 @operator_command()
 def alerts_show(op: Operator) -> None:
     """The alert webhook's URL and alert types (the secret is never shown again: rotate it)."""
-    op.show(op.api.get(ALERTS_PATH), views.alert_webhook_fields)
+    op.show(op.api.alert_webhook(), views.alert_webhook_fields)
 
 
 @app.command("rotate")
 @operator_command()
 def alerts_rotate(op: Operator) -> None:
     """Mint a new signing secret and print it; the previous one keeps signing for 24 hours."""
-    op.show(op.api.post(path("operator", "webhook", "rotate")), views.rotated)
+    op.show(op.api.rotate_alert_webhook(), views.rotated)
 
 
 @app.command("off")
 @operator_command(answers=False)
 def alerts_off(op: Operator) -> None:
     """Remove the alert webhook and discard its signing secret for good."""
-    op.api.delete(ALERTS_PATH)
+    op.api.remove_alert_webhook()
     say("Alerts are off: the alert webhook is removed.")

@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from inbots.cli import views
-from inbots.cli.client import path
 from inbots.cli.options import Operator, operator_command
 
 MessageArg = Annotated[
@@ -20,13 +19,13 @@ MessageArg = Annotated[
 @operator_command()
 def pending(op: Operator) -> None:
     """The held messages waiting for your approval, oldest first."""
-    op.show_list(op.api.get("/approvals"), views.approvals_table)
+    op.show_list(op.api.approvals(), views.approvals_table)
 
 
 @operator_command()
 def approve(op: Operator, message: MessageArg) -> None:
     """Approve a held message: its recipients get it now, as if it had just been sent."""
-    op.show(op.api.post(path("approvals", message, "approve"), None), views.decided)
+    op.show(op.api.approve(message), views.decided)
 
 
 @operator_command()
@@ -38,5 +37,4 @@ def reject(
     ] = None,
 ) -> None:
     """Reject a held message: it never reaches its recipients; its sender is told."""
-    body = {"reason": reason} if reason is not None else {}
-    op.show(op.api.post(path("approvals", message, "reject"), body), views.decided)
+    op.show(op.api.reject(message, reason), views.decided)

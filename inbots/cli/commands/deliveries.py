@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 import typer
 
 from inbots.cli import views
-from inbots.cli.client import path
 from inbots.cli.options import AllPagesOpt, DeliveryArg, LimitOpt, Operator, operator_command
 
 app = typer.Typer(help="Delivery receipts and their attempt logs.", no_args_is_help=True)
@@ -26,21 +26,19 @@ def deliveries_list(
     all_pages: AllPagesOpt = False,
 ) -> None:
     """Delivery receipts, newest first."""
-    query = {"state": state, "agent": agent, "thread": thread, "limit": limit}
-    op.show_list(
-        op.api.listing("/deliveries", every_page=all_pages, **query), views.deliveries_table
-    )
+    fetch = partial(op.api.deliveries, state=state, agent=agent, thread=thread, limit=limit)
+    op.show_pages(fetch, views.deliveries_table, every_page=all_pages)
 
 
 @app.command("show")
 @operator_command()
 def deliveries_show(op: Operator, delivery: DeliveryArg) -> None:
     """One receipt with its attempt log."""
-    op.show(op.api.get(path("deliveries", delivery)), views.delivery_view)
+    op.show(op.api.delivery(delivery), views.delivery_view)
 
 
 @app.command("redeliver")
 @operator_command()
 def deliveries_redeliver(op: Operator, delivery: DeliveryArg) -> None:
     """Publish the notification again (a failed one too); adds stamps, clears none."""
-    op.show(op.api.post(path("deliveries", delivery, "redeliver")), views.redelivered)
+    op.show(op.api.redeliver(delivery), views.redelivered)

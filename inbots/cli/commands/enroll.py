@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from inbots.cli import views
-from inbots.cli.client import EXIT_USAGE, CliError, path
+from inbots.cli.client import EXIT_USAGE, CliError
 from inbots.cli.options import Operator, operator_command
 from inbots.cli.render import say
 
@@ -68,12 +68,12 @@ def enroll(
     """Create an enrolment token (shown once), list them, or revoke one. An agent registers
     itself with the token: POST /v1/register, or inbots mcp --enroll enr_… --name NAME."""
     if action is Action.LIST:
-        op.show_list(op.api.get("/enrollments"), views.enrollments_table)
+        op.show_list(op.api.enrollments(), views.enrollments_table)
         return
     if action is Action.REVOKE:
         if not enrollment_id:
             raise CliError("inbots enroll revoke needs the token's id (enl_…).", EXIT_USAGE)
-        op.api.delete(path("enrollments", enrollment_id))
+        op.api.revoke_enrollment(enrollment_id)
         say(f"Revoked enrolment token {enrollment_id}.")
         return
     if enrollment_id:
@@ -81,12 +81,8 @@ def enroll(
             f"Unexpected {enrollment_id!r}: inbots enroll [create] takes options only.",
             EXIT_USAGE,
         )
-    body: dict[str, object] = {"label": label}
-    if uses is not None:
-        body["uses"] = uses
-    if expires_in is not None:
-        body["expires_in"] = seconds_of(expires_in)
-    op.show(op.api.post("/enrollments", body), views.enrollment_created)
+    seconds = None if expires_in is None else seconds_of(expires_in)
+    op.show(op.api.create_enrollment(uses, seconds, label), views.enrollment_created)
 
 
 enroll_command = operator_command()(enroll)

@@ -3,12 +3,12 @@ close requests and closes to participants), their attempt logs, and redelivery."
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 import typer
 
 from inbots.cli import views
-from inbots.cli.client import path
 from inbots.cli.options import AllPagesOpt, LimitOpt, Operator, operator_command
 
 app = typer.Typer(
@@ -37,19 +37,19 @@ def events_list(
     all_pages: AllPagesOpt = False,
 ) -> None:
     """Events, newest first."""
-    query = {"type": type, "state": state, "agent": agent, "thread": thread, "limit": limit}
-    op.show_list(op.api.listing("/events", every_page=all_pages, **query), views.events_table)
+    fetch = partial(op.api.events, type=type, state=state, agent=agent, thread=thread, limit=limit)
+    op.show_pages(fetch, views.events_table, every_page=all_pages)
 
 
 @app.command("show")
 @operator_command()
 def events_show(op: Operator, event: EventArg) -> None:
     """One event with its attempt log."""
-    op.show(op.api.get(path("events", event)), views.event_view)
+    op.show(op.api.event(event), views.event_view)
 
 
 @app.command("redeliver")
 @operator_command()
 def events_redeliver(op: Operator, event: EventArg) -> None:
     """Publish the event's notification again (a failed one too); clears nothing."""
-    op.show(op.api.post(path("events", event, "redeliver")), views.redelivered)
+    op.show(op.api.redeliver_event(event), views.redelivered)

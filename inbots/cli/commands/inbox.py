@@ -3,13 +3,15 @@ sent the operator (replies in its threads, and mail sent ``to: ["operator"]``)."
 
 from __future__ import annotations
 
-from typing import Annotated
+from functools import partial
+from typing import Annotated, cast
 
 import typer
 
 from inbots.cli import views
-from inbots.cli.client import EXIT_USAGE, TIMEOUT_SECONDS, CliError, path
+from inbots.cli.client import EXIT_USAGE, CliError
 from inbots.cli.options import AllPagesOpt, LimitOpt, Operator, operator_command
+from inbots.client import InboxStatus, Kind, Outcome
 
 
 @operator_command()
@@ -37,22 +39,16 @@ def inbox(
 ) -> None:
     """The operator's own mail, urgent first, then oldest first."""
     if wait is not None:
-        page = op.api.request(
-            "GET",
-            "/inbox/wait",
-            params={"timeout": f"{wait:g}"},
-            timeout=wait + TIMEOUT_SECONDS,
-        )
-    else:
-        page = op.api.listing(
-            "/inbox",
-            every_page=all_pages,
-            status=status,
-            priority="urgent" if urgent else None,
-            include="body" if bodies else None,
-            limit=limit,
-        )
-    op.show_list(page, views.inbox_table)
+        op.show_list(op.api.wait(wait), views.inbox_table)
+        return
+    fetch = partial(
+        op.api.inbox,
+        limit,
+        status=cast(InboxStatus | None, status),  # the server judges it (422 for a bogus one)
+        priority="urgent" if urgent else None,
+        include="body" if bodies else None,
+    )
+    op.show_pages(fetch, views.inbox_table, every_page=all_pages)
 
 
 @operator_command()
@@ -76,17 +72,17 @@ def reply(
     """Answer a message in its thread (as a reply to it); with --ack, acknowledge it too."""
     if ack not in (None, "done", "declined"):
         raise CliError(f"--ack takes done or declined (got {ack!r}).", EXIT_USAGE)
-    original = op.api.get(path("messages", message))
-    if ack is not None and original.get("delivery") is None:  # checked before anything is sent
+    original = op.api.read(message)
+    answered = original.message
+    if ack is not None and original.delivery is None:  # checked before anything is sent
         raise CliError(
-            f"{original['message']['id']} was not sent to you, so there is nothing of yours to "
-            "acknowledge: reply without --ack."
+            f"{answered.id} was not sent to you, so there is nothing of yours to acknowledge: "
+            "reply without --ack."
         )
-    thread_id = original["message"]["thread_id"]
-    answer = {"body": body, "kind": kind, "reply_to": original["message"]["id"]}
-    posted = op.api.post(path("threads", thread_id, "messages"), answer)
+    kind_ = cast(Kind | None, kind)  # the server judges it (422 for an unknown kind)
+    posted = op.api.send(answered.thread_id, body, kind=kind_, reply_to=answered.id)
     if ack is not None:
-        op.api.post("/acks", {"ids": [original["message"]["id"]], "outcome": ack})
+        op.api.acknowledge([answered.id], cast(Outcome, ack))
     op.show(posted, views.posted)
 
 
@@ -103,10 +99,9 @@ def ack(
     note: Annotated[str | None, typer.Option(help="A short note for the sender.")] = None,
 ) -> None:
     """Acknowledge the operator's own mail: done (default) or declined, with a note."""
-    body = {"ids": ids, "outcome": "declined" if declined else "done", "note": note}
-    answer = op.api.post("/acks", body)
+    answer = op.api.acknowledge(ids, "declined" if declined else "done", note)
     op.show(answer, views.acked)
-    if answer["not_found"]:  # shown with the rest; and a script sees it in the exit code
-        raise CliError(f"not found: {', '.join(answer['not_found'])}")
-    if answer.get("expired"):
-        raise CliError(f"expired, no longer yours: {', '.join(answer['expired'])}")
+    if answer.not_found:  # shown with the rest; and a script sees it in the exit code
+        raise CliError(f"not found: {', '.join(answer.not_found)}")
+    if answer.expired:
+        raise CliError(f"expired, no longer yours: {', '.join(answer.expired)}")

@@ -10,4 +10,4 @@ from inbots.cli.options import Operator, operator_command
 def stats(op: Operator) -> None:
     """Deliveries by state, agents, threads, the oldest stalled delivery, recent failures and
     the jobs waiting for a worker."""
-    op.show(op.api.get("/stats"), views.stats_view)
+    op.show(op.api.stats(), views.stats_view)

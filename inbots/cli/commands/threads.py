@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from functools import partial
+from typing import Annotated, cast
 
 import typer
 
 from inbots.cli import views
-from inbots.cli.client import path
 from inbots.cli.options import AllPagesOpt, LimitOpt, Operator, ThreadArg, operator_command
+from inbots.client import Kind
 
 app = typer.Typer(help="Threads: read, close, dismiss close requests.", no_args_is_help=True)
 
@@ -24,8 +25,8 @@ def threads_list(
     all_pages: AllPagesOpt = False,
 ) -> None:
     """Every thread, most recent activity first."""
-    page = op.api.listing("/threads", every_page=all_pages, status=status, limit=limit)
-    op.show_list(page, views.threads_table)
+    fetch = partial(op.api.threads, status=status, limit=limit)
+    op.show_pages(fetch, views.threads_table, every_page=all_pages)
 
 
 @app.command("open")
@@ -45,29 +46,28 @@ def threads_open(
     ref: Annotated[str | None, typer.Option(help="A task reference, such as a ticket id.")] = None,
 ) -> None:
     """Open a thread as the operator, with at least one agent."""
-    body = {"title": title, "goal": goal, "participants": participant or [], "ref": ref}
-    op.show(op.api.post("/threads", body), views.thread_opened)
+    op.show(op.api.open_thread(title, participant or [], goal, ref=ref), views.thread_opened)
 
 
 @app.command("show")
 @operator_command()
 def threads_show(op: Operator, thread: ThreadArg) -> None:
     """A thread: participants, status and every message with each recipient's receipt."""
-    op.show(op.api.get(path("threads", thread)), views.thread_view)
+    op.show(op.api.thread(thread), views.thread_view)
 
 
 @app.command("close")
 @operator_command()
 def threads_close(op: Operator, thread: ThreadArg) -> None:
     """Close a thread (confirming a close request, or outright)."""
-    op.show(op.api.post(path("threads", thread, "close")), views.thread_status)
+    op.show(op.api.close_thread(thread), views.thread_status)
 
 
 @app.command("dismiss")
 @operator_command()
 def threads_dismiss(op: Operator, thread: ThreadArg) -> None:
     """Dismiss a pending close request; the thread is open again."""
-    op.show(op.api.post(path("threads", thread, "close", "dismiss")), views.thread_status)
+    op.show(op.api.dismiss_close_request(thread), views.thread_status)
 
 
 @operator_command()
@@ -80,5 +80,6 @@ def post(
     reply_to: Annotated[str | None, typer.Option(help="The message this answers.")] = None,
 ) -> None:
     """Post into a thread as the operator (joining it)."""
-    message = {"body": body, "summary": summary, "kind": kind, "reply_to": reply_to}
-    op.show(op.api.post(path("threads", thread, "messages"), message), views.posted)
+    kind_ = cast(Kind | None, kind)  # the server judges it (422 for an unknown kind)
+    posted = op.api.send(thread, body, summary=summary, kind=kind_, reply_to=reply_to)
+    op.show(posted, views.posted)

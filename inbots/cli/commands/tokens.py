@@ -7,7 +7,6 @@ from typing import Annotated
 import typer
 
 from inbots.cli import views
-from inbots.cli.client import path
 from inbots.cli.options import Operator, operator_command
 from inbots.cli.render import say
 
@@ -25,14 +24,14 @@ def tokens_create(
     ] = None,
 ) -> None:
     """Mint another operator token and print it (shown this once)."""
-    op.show(op.api.post("/tokens", {"label": label}), views.token_created)
+    op.show(op.api.create_token(label), views.token_created)
 
 
 @app.command("list")
 @operator_command()
 def tokens_list(op: Operator) -> None:
     """Every operator token of the workspace, revoked ones included (never the token itself)."""
-    op.show_list(op.api.get("/tokens"), views.tokens_table)
+    op.show_list(op.api.tokens(), views.tokens_table)
 
 
 @app.command("revoke")
@@ -45,5 +44,5 @@ def tokens_revoke(
 ) -> None:
     """Revoke an operator token at once; the dashboard sessions signed in with it end too.
     The workspace's last live token cannot be revoked: create another first."""
-    op.api.delete(path("tokens", token_id))
+    op.api.revoke_token(token_id)
     say(f"Revoked operator token {token_id}.")

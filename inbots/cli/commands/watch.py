@@ -18,9 +18,10 @@ from rich.spinner import Spinner
 from rich.text import Text
 
 from inbots.cli import views
-from inbots.cli.client import EXIT_UNREACHABLE, Client, CliError
-from inbots.cli.options import Operator, operator_command
+from inbots.cli.client import EXIT_UNREACHABLE, failure
+from inbots.cli.options import Operator, as_json, operator_command
 from inbots.cli.render import on_terminal, out, print_human
+from inbots.client import Client, InbotsError, TransportError
 
 
 # No request spinner: the view has its own, and two live displays would fight.
@@ -98,13 +99,14 @@ def watch_frames(api: Client, interval: float, view: View, stopped: threading.Ev
 def frame_or_outage(api: Client, view: View) -> RenderableType:
     try:
         return frame(api, view)
-    except CliError as exc:
-        if exc.exit_code != EXIT_UNREACHABLE:
-            raise
+    except (InbotsError, TransportError) as exc:
+        error = failure(exc, api.url)
+        if error.exit_code != EXIT_UNREACHABLE:
+            raise error from None
         # A server restart should not end the watch: say so and keep trying.
-        return Text(f"{exc.format_message()} — retrying", style="red")
+        return Text(f"{error.format_message()} — retrying", style="red")
 
 
 def frame(api: Client, view: View) -> Group:
-    page = api.get("/deliveries", state=view.state, agent=view.recipient, limit=view.limit)
-    return views.watch_frame(page, api.get("/stats"), view.state, view.recipient)
+    page = api.deliveries(state=view.state, agent=view.recipient, limit=view.limit)
+    return views.watch_frame(as_json(page), as_json(api.stats()), view.state, view.recipient)

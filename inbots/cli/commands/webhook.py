@@ -8,15 +8,10 @@ from typing import Annotated
 import typer
 
 from inbots.cli import views
-from inbots.cli.client import path
 from inbots.cli.options import AgentArg, Operator, operator_command
 from inbots.cli.render import say
 
 app = typer.Typer(help="An agent's webhook (URL and signing secret).", no_args_is_help=True)
-
-
-def webhook_path(agent: str, *more: str) -> str:
-    return path("agents", agent, "webhook", *more)
 
 
 @app.command("set")
@@ -36,10 +31,8 @@ def webhook_set(
 ) -> None:
     """Set or change an agent's webhook URL (a signing secret is minted the first time) and,
     with --events, the notification types it receives."""
-    body: dict[str, object] = {"url": webhook_url}
-    if events is not None:
-        body["webhook_events"] = [t.strip() for t in events.split(",") if t.strip()]
-    op.show(op.api.put(webhook_path(agent), body), views.webhook_fields)
+    chosen = None if events is None else [t.strip() for t in events.split(",") if t.strip()]
+    op.show(op.api.set_agent_webhook(agent, webhook_url, events=chosen), views.webhook_fields)
 
 
 @app.command("show")
@@ -51,14 +44,14 @@ def webhook_show(
 ) -> None:
     """An agent's webhook URL and signing secret (masked unless --reveal; tsv and json print
     it whole)."""
-    op.show(op.api.get(webhook_path(agent)), partial(views.webhook_fields, reveal=reveal))
+    op.show(op.api.agent_webhook(agent), partial(views.webhook_fields, reveal=reveal))
 
 
 @app.command("remove")
 @operator_command(answers=False)
 def webhook_remove(op: Operator, agent: AgentArg) -> None:
     """Remove an agent's webhook and discard its signing secret for good."""
-    op.api.delete(webhook_path(agent))
+    op.api.remove_agent_webhook(agent)
     say(f"Removed the webhook of {agent}.")
 
 
@@ -66,4 +59,4 @@ def webhook_remove(op: Operator, agent: AgentArg) -> None:
 @operator_command()
 def webhook_rotate(op: Operator, agent: AgentArg) -> None:
     """Mint a new signing secret and print it; the previous one keeps signing for 24 hours."""
-    op.show(op.api.post(webhook_path(agent, "rotate")), views.rotated)
+    op.show(op.api.rotate_agent_webhook(agent), views.rotated)
