@@ -11,9 +11,13 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import ValidationError
 from sqlalchemy import func, select
 
 from inbots.db.engine import Database
+from inbots.deliveries.schemas import AckRequest
+from inbots.kit.schema import refusal
+from inbots.messages.schemas import MessageCreate
 from inbots.models.deliveries import Delivery
 from inbots.models.messages import Message
 from inbots.models.threads import Participant, Thread
@@ -142,6 +146,28 @@ def test_missing_required_field_names_it(api: Api, scene: Scene) -> None:
         response = caller.post(path, json=body)
         error = assert_error(response, 422, "validation_error", field=field, label=(path, body))
         assert field in error["message"], (path, error)
+
+
+def test_a_refused_field_is_worded_by_the_one_translator(scene: Scene) -> None:
+    """HTTP says what pydantic refused as ``kit.schema.refusal`` words it (the MCP tools and the
+    dashboard's forms call it too): the path, then pydantic's words; or "is required"."""
+    send = f"/threads/{scene.thread_id}/messages"
+    for body, sentence in (
+        ({"body": 5}, "body: input should be a valid string."),
+        ({"summary": "no body"}, "body is required."),
+        ({"body": "x", "priority": ["urgent"]}, "priority: input should be a valid string."),
+    ):
+        try:
+            MessageCreate.model_validate(body)
+        except ValidationError as exc:
+            refused = refusal(exc.errors()[0])
+        assert (refused.message, refused.field) == (sentence, sentence.split(":")[0].split()[0])
+        error = assert_error(scene.alpha.post(send, json=body), 422, "validation_error")
+        assert (error["message"], error["field"]) == (refused.message, refused.field)
+    try:
+        AckRequest.model_validate({"ids": ["dlv_1", 5]})
+    except ValidationError as exc:
+        assert refusal(exc.errors()[0]).message == "ids.1: input should be a valid string."
 
 
 def test_missing_request_body_is_422(scene: Scene) -> None:

@@ -43,6 +43,7 @@ from inbots.db.uow import run_unit
 from inbots.deliveries import service as deliveries
 from inbots.deliveries.schemas import AckRequest
 from inbots.errors import InbotsError, Invalid, not_found
+from inbots.kit.schema import refusal
 from inbots.messages import service as messages
 from inbots.messages.schemas import MessageCreate
 from inbots.threads import service as threads
@@ -96,13 +97,12 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def _request(model: type[M], **values: Any) -> M:
-    """The API's request model from form fields; a field it refuses is a 422 like the API's."""
+    """The API's request model from form fields; a field it refuses is the API's 422, worded as
+    the API words it (:func:`~inbots.kit.schema.refusal`)."""
     try:
         return model(**values)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = str(first["loc"][0]) if first.get("loc") else None
-        raise Invalid(f"{field or 'The form'}: {first['msg']}.", field=field) from None
+        raise refusal(exc.errors()[0]) from None
 
 
 def _optional(value: str) -> str | None:

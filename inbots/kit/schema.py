@@ -1,7 +1,9 @@
-"""Pydantic building blocks shared by every domain's schemas."""
+"""Pydantic building blocks shared by every domain's schemas, and the one wording of a request
+pydantic refused (:func:`refusal`) for every edge: the HTTP API, the MCP tools, the dashboard."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, get_args
 
@@ -15,6 +17,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from inbots.errors import Invalid, UnknownField
 from inbots.kit.clock import rfc3339
 
 Timestamp = Annotated[datetime, PlainSerializer(rfc3339, return_type=str, when_used="json")]
@@ -102,3 +105,27 @@ def choice(*values: str) -> dict[str, Any]:
     """``json_schema_extra`` naming a text field's allowed values (checked by the services, with
     their sentences; the schema only tells a client beforehand)."""
     return {"enum": [*values, None]}
+
+
+def refusal(error: Mapping[str, Any]) -> Invalid:
+    """One pydantic error (an item of ``ValidationError.errors()``, its ``loc`` inside the request
+    model) as the API's 422: ``<path> is required.`` or ``<path>: <what pydantic says>.``, naming
+    the top field; a field the request does not have is :class:`UnknownField` naming it.
+
+    The one wording of a refused request: the HTTP API (:mod:`inbots.web.errors`, once it has
+    dropped where in the request the error is), the MCP tools' arguments and the dashboard's
+    forms all say it this way."""
+    loc = [str(part) for part in error.get("loc") or ()]
+    path = ".".join(loc)
+    field = loc[0] if loc else None
+    kind = error.get("type", "")
+    msg = str(error.get("msg") or "is invalid")
+    if kind in (UNKNOWN_FIELD, "extra_forbidden"):
+        name = str((error.get("ctx") or {}).get("name") or path)
+        if kind == UNKNOWN_FIELD:
+            return UnknownField(msg, field=name or None)
+        return UnknownField(f"{name} is not a field of this request.", field=name or None)
+    if kind == "missing":
+        return Invalid(f"{path} is required.", field=field)
+    said = msg[:1].lower() + msg[1:]
+    return Invalid(f"{path}: {said}." if path else f"{msg}.", field=field)

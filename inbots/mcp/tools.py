@@ -47,7 +47,7 @@ from inbots.deliveries import wait
 from inbots.deliveries.schemas import AckResult, Inbox, Waited, WorkingResult
 from inbots.dispatch.effects import Dispatch
 from inbots.errors import InbotsError, Invalid, UnknownField
-from inbots.kit.schema import UNKNOWN_FIELD
+from inbots.kit.schema import refusal
 from inbots.limits import Limits, describe, resolve
 from inbots.mcp.arguments import (
     AcknowledgeArguments,
@@ -225,19 +225,16 @@ class ToolSpec:
             raise self._invalid(exc.errors()[0]) from None
 
     def _invalid(self, err: Any) -> Invalid:
-        loc = [str(p) for p in err.get("loc") or ()]
-        kind = err.get("type", "")
-        path = ".".join(loc)
-        if kind in ("extra_forbidden", UNKNOWN_FIELD):
-            name = str((err.get("ctx") or {}).get("name") or path)
+        """The HTTP API's sentence (:func:`~inbots.kit.schema.refusal`); an unknown argument is
+        said in a tool's terms."""
+        refused = refusal(err)
+        if isinstance(refused, UnknownField):
+            name = refused.field or ""
             takes = ", ".join(self.arguments.model_fields) or "no arguments"
             return UnknownField(
                 f"{self.name} has no argument {name!r}; it takes {takes}.", field=name
             )
-        if kind == "missing":
-            return Invalid(f"{path} is required.", field=path or None)
-        msg = str(err.get("msg") or "is invalid")
-        return Invalid(f"{path}: {msg[0].lower() + msg[1:]}.", field=loc[0] if loc else None)
+        return refused
 
     async def call(self, context: ToolContext, raw: dict[str, Any]) -> CallToolResult:
         try:

@@ -15,7 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from inbots.db.outage import outage
 from inbots.errors import InbotsError
-from inbots.kit.schema import UNKNOWN_FIELD
+from inbots.kit.schema import UNKNOWN_FIELD, refusal
 
 log = logging.getLogger(__name__)
 
@@ -102,39 +102,46 @@ def _parts(loc: tuple[Any, ...]) -> list[str]:
     return [str(p) for p in rest]
 
 
-def _field_of(loc: tuple[Any, ...]) -> str | None:
-    parts = _parts(loc)
-    if not parts:
-        return None
-    field = parts[0]
-    return "idempotency_key" if field.lower() == "idempotency-key" else field
-
-
-def _describe(err: dict[str, Any]) -> tuple[str, str | None]:
-    kind = err.get("type", "")
+def _not_json(err: dict[str, Any]) -> str:
+    """A body FastAPI's JSON parser refused (``json_invalid``): where and why, and what to send."""
     loc = tuple(err.get("loc") or ())
-    if kind == "json_invalid":
-        what = str((err.get("ctx") or {}).get("error") or "")
-        at = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else None
-        detail = what[:1].lower() + what[1:]
-        if detail and at is not None:
-            detail = f"{detail} at character {at}"
-        return (
-            "The request body is not valid JSON"
-            + (f" ({detail})" if detail else "")
-            + '; send one JSON object, like {"body": "hello"}.',
-            None,
+    what = str((err.get("ctx") or {}).get("error") or "")
+    at = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else None
+    detail = what[:1].lower() + what[1:]
+    if detail and at is not None:
+        detail = f"{detail} at character {at}"
+    return (
+        "The request body is not valid JSON"
+        + (f" ({detail})" if detail else "")
+        + '; send one JSON object, like {"body": "hello"}.'
+    )
+
+
+def _validation_error(err: dict[str, Any], content_type: str | None) -> JSONResponse:
+    """The first error FastAPI's validation found, in the envelope: a body that is not JSON (or
+    not a JSON object) said here; an error inside the request worded by :func:`refusal`, as the
+    MCP tools and the dashboard word it."""
+    kind = err.get("type", "")
+    parts = _parts(tuple(err.get("loc") or ()))
+    if kind == UNKNOWN_FIELD:
+        return error_response(refusal({**err, "loc": parts}))
+    if kind == "json_invalid" or not parts:
+        if kind != "missing" and not _says_json(content_type):
+            # FastAPI reads a body of another type as bytes, which no request model takes.
+            message = _not_json_type(content_type)
+        elif kind == "json_invalid":
+            message = _not_json(err)
+        elif kind == "missing":
+            message = "A JSON request body is required."
+        else:
+            message = "The request body must be a JSON object."
+        return envelope(
+            422, "invalid_json" if kind == "json_invalid" else "validation_error", message
         )
-    field = _field_of(loc)
-    if field is None:
-        if kind == "missing":
-            return "A JSON request body is required.", None
-        return "The request body must be a JSON object.", None
-    path = ".".join(_parts(loc))
-    if kind == "missing":
-        return f"{path} is required.", field
-    msg = str(err.get("msg", "is invalid"))
-    return f"{path}: {msg[0].lower() + msg[1:] if msg else 'is invalid'}.", field
+    refused = refusal({**err, "loc": parts})
+    if refused.field is not None and refused.field.lower() == "idempotency-key":
+        refused.field = "idempotency_key"  # the header, named as the MCP argument is
+    return error_response(refused)
 
 
 def _says_json(content_type: str | None) -> bool:
@@ -203,21 +210,9 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = list(exc.errors())
-        message, field = _describe(errors[0]) if errors else ("The request is invalid.", None)
-        if (
-            errors
-            and field is None
-            and errors[0].get("type") != "missing"
-            and not _says_json(request.headers.get("content-type"))
-        ):
-            # FastAPI reads a body of another type as bytes, which no request model takes.
-            message = _not_json_type(request.headers.get("content-type"))
-        if errors and errors[0].get("type") == "json_invalid":
-            return envelope(422, "invalid_json", message)
-        if errors and errors[0].get("type") == UNKNOWN_FIELD:
-            unknown = str((errors[0].get("ctx") or {}).get("name") or "") or None
-            return envelope(422, UNKNOWN_FIELD, str(errors[0].get("msg")), unknown)
-        return envelope(422, "validation_error", message, field)
+        if not errors:
+            return envelope(422, "validation_error", "The request is invalid.")
+        return _validation_error(errors[0], request.headers.get("content-type"))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
