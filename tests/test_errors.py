@@ -551,6 +551,29 @@ def test_odd_path_ids_never_give_500(api: Api, scene: Scene) -> None:
     assert {x["status"] for x in api.ok("GET", "/agents")["items"]} == {"active"}
 
 
+@pytest.mark.parametrize("settings_overrides", [{"list_default": 2, "list_max": 3}])
+def test_every_list_reads_its_limit_alike_and_leniently(api: Api, scene: Scene) -> None:
+    """``?limit=`` is one dependency for every list: 1 to INBOTS_LIST_MAX is the page size, and
+    anything else (out of range, not a whole number) is INBOTS_LIST_DEFAULT, never an error."""
+    for n in range(4):
+        scene.alpha.send(scene.thread_id, f"more {n}", summary="more")
+        scene.beta.send(scene.thread_id, f"back {n}", summary="back")
+    lists: list[tuple[Caller, str, dict[str, str]]] = [
+        (scene.beta, "/inbox", {}),
+        (scene.alpha, f"/threads/{scene.thread_id}/messages", {}),
+        (scene.alpha, "/outbox", {}),
+        (scene.alpha, "/search", {"q": "more"}),
+        (api, "/deliveries", {}),
+        (api, "/threads", {}),
+    ]
+    api.open_thread("second", ["alpha"])
+    api.open_thread("third", ["alpha"])
+    for caller, path, params in lists:
+        for limit, size in (("1", 1), ("3", 3), ("4", 2), ("0", 2), ("-1", 2), ("x", 2), ("", 2)):
+            page = caller.ok("GET", path, params={**params, "limit": limit})
+            assert len(page["items"]) == size, (path, limit, page)
+
+
 def test_odd_query_parameters_never_give_500(api: Api, scene: Scene) -> None:
     a, b = scene.alpha, scene.beta
     history = f"/threads/{scene.thread_id}/messages"

@@ -8,7 +8,11 @@ import socket
 from urllib.parse import urlsplit
 
 import pytest
+from pydantic import ValidationError
 
+from inbots.agents.schemas import AgentCreate
+from inbots.alerts.schemas import AlertWebhookSet
+from inbots.webhooks.schemas import WebhookSet
 from inbots.webhooks.url_policy import RejectedURL, blocked_reason, resolve, system_resolver
 
 
@@ -262,11 +266,20 @@ def test_url_of_exactly_2048_chars_is_accepted(allow_private: bool) -> None:
     assert resolve(url, allow_private=allow_private, resolver=no_dns).url == url
 
 
-@pytest.mark.parametrize("allow_private", [False, True])
-def test_non_string_url_is_rejected(allow_private: bool) -> None:
-    for value in (None, 42, b"http://93.184.215.14/"):
+def test_a_url_that_is_not_text_never_reaches_the_policy() -> None:
+    """The policy takes text: a URL of another type is refused by the request model, where a
+    type is checked once (the empty text is the policy's to refuse)."""
+    for value in (None, 42, ["http://93.184.215.14/"], {"url": "http://93.184.215.14/"}):
+        with pytest.raises(ValidationError):
+            WebhookSet.model_validate({"url": value})
+        with pytest.raises(ValidationError):
+            AlertWebhookSet.model_validate({"url": value})
+        if value is not None:  # no webhook at all
+            with pytest.raises(ValidationError):
+                AgentCreate.model_validate({"name": "hooked", "webhook_url": value})
+    for allow_private in (False, True):
         with pytest.raises(RejectedURL):
-            resolve(value, allow_private=allow_private, resolver=no_dns)
+            resolve("", allow_private=allow_private, resolver=no_dns)
 
 
 def test_default_ports_follow_the_scheme() -> None:

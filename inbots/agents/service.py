@@ -10,7 +10,14 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from inbots.agents import keys
-from inbots.agents.schemas import AgentCreated, AgentRead, BriefRead, BriefUpdate, DirectoryEntry
+from inbots.agents.schemas import (
+    AgentCreate,
+    AgentCreated,
+    AgentRead,
+    BriefRead,
+    BriefUpdate,
+    DirectoryEntry,
+)
 from inbots.caller import Caller
 from inbots.config import Settings
 from inbots.db.uow import UnitOfWork, reads
@@ -31,8 +38,8 @@ from inbots.webhooks import endpoint
 USERNAME = re.compile(r"[a-z0-9-]{3,32}")
 
 
-def check_username(name: object, field: str = "name") -> str:
-    if not isinstance(name, str) or not USERNAME.fullmatch(name):
+def check_username(name: str, field: str = "name") -> str:
+    if not USERNAME.fullmatch(name):
         raise Invalid(
             f"{field} must be 3 to 32 lowercase letters, digits or hyphens (got {name!r}).",
             field=field,
@@ -100,22 +107,18 @@ def unread_counts(uow: UnitOfWork, agent_ids: Iterable[str]) -> dict[str, int]:
     return {recipient: count for recipient, count in rows}
 
 
-def register_agent(
-    uow: UnitOfWork,
-    caller: Caller,
-    name: object,
-    description: str | None = None,
-    webhook_url: str | None = None,
-) -> AgentCreated:
+def register_agent(uow: UnitOfWork, caller: Caller, request: AgentCreate) -> AgentCreated:
     """Register an agent and mint its API key, which is returned this once and stored hashed."""
     caller.require_operator()
-    return create_agent(uow, caller.workspace_id, name, description, webhook_url)
+    return create_agent(
+        uow, caller.workspace_id, request.name, request.description, request.webhook_url
+    )
 
 
 def create_agent(
     uow: UnitOfWork,
     workspace_id: str,
-    name: object,
+    name: str,
     description: str | None = None,
     webhook_url: str | None = None,
     *,

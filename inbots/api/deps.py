@@ -18,7 +18,9 @@ from starlette.concurrency import run_in_threadpool
 from inbots.auth import service as auth
 from inbots.caller import Caller, SessionSeen
 from inbots.db.uow import UnitOfWork, run_unit
+from inbots.deliveries.wait import wait_seconds
 from inbots.errors import Invalid, UnknownField
+from inbots.kit.paging import page_size, whole_number
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -91,6 +93,30 @@ async def idempotency_key(
 
 
 IdempotencyKey = Annotated[str | None, Depends(idempotency_key)]
+
+
+async def page_limit(request: Request, limit: str | None = None) -> int:
+    """``?limit=``: how many items a page of a list holds, 1 to ``INBOTS_LIST_MAX``; anything
+    else (none, out of range, text that is no whole number) is ``INBOTS_LIST_DEFAULT``, never
+    an error. Every list route takes it, so the services take a number."""
+    settings = request.app.state.settings
+    return page_size(whole_number(limit), settings.list_default, settings.list_max)
+
+
+Limit = Annotated[int, Depends(page_limit)]
+
+
+async def wait_timeout(request: Request, timeout: str | None = None) -> float:
+    """``?timeout=``: how long a long-poll waits, in seconds (:func:`~inbots.deliveries.wait.
+    wait_seconds`: capped, never an error); text that is no number is the default."""
+    try:
+        seconds = float(timeout) if timeout is not None else None
+    except ValueError:
+        seconds = None
+    return wait_seconds(seconds, request.app.state.settings)
+
+
+WaitSeconds = Annotated[float, Depends(wait_timeout)]
 
 
 def resolve_caller(request: Request, authorization: str | None) -> Caller:

@@ -213,14 +213,7 @@ def agent_register(
             description=_optional(description),
             webhook_url=_optional(webhook_url.strip()),
         )
-        created = _write(
-            request,
-            session,
-            agents_service.register_agent,
-            body.name,
-            body.description,
-            body.webhook_url,
-        )
+        created = _write(request, session, agents_service.register_agent, body)
     except InbotsError as exc:
         return _page(
             request,

@@ -16,7 +16,6 @@ from inbots.deliveries.outbox import publish_again
 from inbots.deliveries.schemas import EVENT_STATES, AttemptRead, EventDetail, EventPage, EventRead
 from inbots.errors import Invalid, not_found
 from inbots.kit.cursor import LAST_ID
-from inbots.kit.paging import clamp_limit
 from inbots.models.agents import Agent
 from inbots.models.deliveries import DeliveryAttempt
 from inbots.models.events import Event
@@ -86,7 +85,7 @@ def list_events(
     state: str | None = None,
     agent: str | None = None,
     thread: str | None = None,
-    limit: object = None,
+    limit: int | None = None,
     cursor: str | None = None,
 ) -> EventPage:
     """The operator's events, newest first, filtered by type, push state, the agent told or the
@@ -101,7 +100,7 @@ def list_events(
         )
     if state and state not in EVENT_STATES:
         raise Invalid(f"state must be one of {', '.join(EVENT_STATES)}.", field="state")
-    count = clamp_limit(limit, s.list_default, s.list_max)
+    count = limit or s.list_default
     after = LAST_ID.decode(cursor)
     where: list[Any] = [Event.workspace_id == caller.workspace_id]
     if type:

@@ -36,7 +36,6 @@ from inbots.events import service as events
 from inbots.kit.clock import rfc3339, time_field, utcnow
 from inbots.kit.cursor import INBOX, LAST_ID, InboxPlace
 from inbots.kit.ids import kind_of
-from inbots.kit.paging import clamp_limit
 from inbots.kit.text import shown_summary
 from inbots.models.agents import Agent
 from inbots.models.deliveries import Delivery, DeliveryAttempt
@@ -166,19 +165,18 @@ def _inbox_filters(
 def inbox(
     uow: UnitOfWork,
     caller: Caller,
-    limit: object = None,
+    limit: int | None = None,
     *,
     cursor: str | None = None,
     include: str | None = None,
     status: str | None = None,
     priority: str | None = None,
     since: str | None = None,
-    maximum: int | None = None,
-    default: int | None = None,
     unshown_only: bool = False,
 ) -> Inbox:
     """The caller's deliveries in open or close-requested threads, urgent first, then oldest
-    first; by default only the unacknowledged ones, with summaries.
+    first; by default only the unacknowledged ones, with summaries; ``limit`` a page (by
+    default ``INBOTS_LIST_DEFAULT``).
 
     Paging never needs an acknowledgement: ``next_cursor`` continues after the last item (same
     filters). ``include="body"`` adds each message's body (a page is then at most
@@ -193,7 +191,7 @@ def inbox(
     status = status or "unacked"
     where, bodies = _inbox_filters(status, priority, since, include)
     after = INBOX.decode(cursor)
-    count = clamp_limit(limit, default or s.list_default, maximum or s.list_max)
+    count = limit or s.list_default
     if bodies:
         count = min(count, s.inbox_bodies_max)
     # Expired mail and mail in a closed thread has left the inbox; held (or rejected) mail is
@@ -332,20 +330,17 @@ def mark_received(uow: UnitOfWork, caller: Caller, delivery_id: str) -> Delivery
     return to_read(delivery, caller.username)
 
 
-def _check_ids(ids: object, uow: UnitOfWork) -> list[str]:
+def _check_ids(ids: list[str], uow: UnitOfWork) -> list[str]:
+    """The ids of a batch, each once, in the order given: 1 to ``INBOTS_ACK_BATCH_MAX``."""
     maximum = uow.settings.ack_batch_max
-    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-        raise Invalid("ids must be a list of message or delivery ids.", field="ids")
     if not 1 <= len(ids) <= maximum:
         raise Invalid(f"ids must hold 1 to {maximum} ids (got {len(ids)}).", field="ids")
     return list(dict.fromkeys(ids))
 
 
-def _check_note(note: object, uow: UnitOfWork) -> str | None:
+def _check_note(note: str | None, uow: UnitOfWork) -> str | None:
     if note is None:
         return None
-    if not isinstance(note, str):
-        raise Invalid("note must be a string.", field="note")
     if len(note) > uow.settings.note_max:
         raise Invalid(
             f"note must be at most {uow.settings.note_max} characters (got {len(note)}); "
@@ -429,7 +424,9 @@ def working(
     raise not_found("delivery", delivery_id)
 
 
-def mark_working(uow: UnitOfWork, caller: Caller, ids: object, note: object) -> WorkingResult:
+def mark_working(
+    uow: UnitOfWork, caller: Caller, ids: list[str], note: str | None
+) -> WorkingResult:
     """The heartbeat for several deliveries (or messages) at once: ``working`` for each id,
     answered per id instead of failing on the first that cannot be marked."""
     wanted = _check_ids(ids, uow)
@@ -537,7 +534,7 @@ def list_deliveries(
     state: str | None = None,
     agent: str | None = None,
     thread: str | None = None,
-    limit: object = None,
+    limit: int | None = None,
     cursor: str | None = None,
 ) -> DeliveryPage:
     """The operator's receipts, newest first, filtered by derived state, recipient or thread."""
@@ -546,7 +543,7 @@ def list_deliveries(
     state = state or None
     if state is not None and state not in STATES:
         raise Invalid(f"state must be one of {', '.join(STATES)}.", field="state")
-    count = clamp_limit(limit, s.list_default, s.list_max)
+    count = limit or s.list_default
     after = LAST_ID.decode(cursor)
     where: list[Any] = [Delivery.workspace_id == caller.workspace_id]
     if state is not None:

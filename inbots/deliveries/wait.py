@@ -39,20 +39,14 @@ class AsyncRun(Protocol):
     ) -> Awaitable[T]: ...
 
 
-def wait_seconds(raw: object, settings: Settings) -> float:
-    """The long-poll rule: missing, not a number or NaN means the default; at least 1 s; a
-    larger value is capped at ``INBOTS_WAIT_MAX_SECONDS``, not an error."""
+def wait_seconds(timeout: float | None, settings: Settings) -> float:
+    """The long-poll rule, for every edge: none (over HTTP, also text that is no number) or NaN
+    means the default; at least 1 s; a larger value is capped at ``INBOTS_WAIT_MAX_SECONDS``,
+    not an error."""
     default, maximum = settings.wait_default_seconds, settings.wait_max_seconds
-    if isinstance(raw, bool):
+    if timeout is None or math.isnan(timeout):
         return default
-    if isinstance(raw, str):
-        try:
-            raw = float(raw)
-        except ValueError:
-            return default
-    if not isinstance(raw, int | float) or math.isnan(raw):
-        return default
-    return min(max(float(raw), 1.0), maximum)
+    return min(max(float(timeout), 1.0), maximum)
 
 
 def wants_receipts(events: str | None) -> bool:

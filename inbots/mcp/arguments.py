@@ -3,8 +3,11 @@
 A tool that takes a request body takes *that* model (the HTTP API's, with its field descriptions
 and bounds), plus what the HTTP API carries in the path, the query or a header; so a field added
 to a request model reaches its tool, its schema and its description without an edit here.
-Types are checked here; limits and the rules that are settings are checked by the services, so
-their sentences are the HTTP API's. Unknown arguments are refused.
+Types are checked here, once (a refusal worded by :func:`inbots.kit.schema.refusal`, as HTTP
+words it); the services take the typed values and check the rules that are settings or need the
+database, so their sentences are the HTTP API's. A ``limit`` is resolved against the settings
+before the service (:func:`inbots.kit.paging.page_size`, as ``?limit=`` is). Unknown arguments
+are refused.
 """
 
 from __future__ import annotations
@@ -217,8 +220,10 @@ class CheckSentArguments(Arguments):
 
 
 class SearchMessagesArguments(SearchQuery, Arguments):
-    def request(self) -> SearchQuery:
-        return SearchQuery.model_validate(self.model_dump(include=set(SearchQuery.model_fields)))
+    def request(self, limit: int) -> SearchQuery:
+        """The search, with its page size resolved against the settings (``limit``)."""
+        fields = self.model_dump(include=set(SearchQuery.model_fields))
+        return SearchQuery.model_validate({**fields, "limit": limit})
 
 
 class ReadBriefArguments(Arguments):

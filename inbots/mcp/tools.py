@@ -47,6 +47,7 @@ from inbots.deliveries import wait
 from inbots.deliveries.schemas import AckResult, Inbox, Waited, WorkingResult
 from inbots.dispatch.effects import Dispatch
 from inbots.errors import InbotsError, Invalid, UnknownField
+from inbots.kit.paging import page_size
 from inbots.kit.schema import refusal
 from inbots.limits import Limits, describe, resolve
 from inbots.mcp.arguments import (
@@ -149,6 +150,11 @@ class ToolContext:
     dispatch: Dispatch
     settings: Settings
     caller: Caller
+
+    def page_size(self, limit: int | None) -> int:
+        """A list's ``limit`` argument as HTTP's ``?limit=`` reads it (1 to ``INBOTS_LIST_MAX``;
+        otherwise ``INBOTS_LIST_DEFAULT``)."""
+        return page_size(limit, self.settings.list_default, self.settings.list_max)
 
     async def run(
         self,
@@ -279,13 +285,11 @@ def _check_inbox(t: ToolContext, a: CheckInboxArguments) -> Awaitable[Json]:
     s = t.settings
     found = t.run(
         deliveries.inbox,
-        a.limit,
+        page_size(a.limit, s.check_inbox_default, s.check_inbox_max),
         cursor=a.cursor,
         include="body" if a.include_bodies else None,
         status=a.status,
         priority=URGENT if a.urgent_only else None,
-        maximum=s.check_inbox_max,
-        default=s.check_inbox_default,
     )
     # A first page of all unacknowledged mail: "N more" after it is exact.
     whole = not a.cursor and a.status in (None, "unacked") and not a.urgent_only
@@ -552,7 +556,9 @@ def tool_specs() -> list[ToolSpec]:
             ),
             arguments=ReadThreadArguments,
             result=History,
-            service=lambda t, a: t.run(messages.history, a.thread_id, a.since, a.limit, a.cursor),
+            service=lambda t, a: t.run(
+                messages.history, a.thread_id, a.since, t.page_size(a.limit), a.cursor
+            ),
             render=render_history,
             idempotent=True,
         ),
@@ -667,7 +673,7 @@ def tool_specs() -> list[ToolSpec]:
             ),
             arguments=SearchMessagesArguments,
             result=SearchResults,
-            service=lambda t, a: t.run(search.search, a.request()),
+            service=lambda t, a: t.run(search.search, a.request(t.page_size(a.limit))),
             render=render_search,
             read_only=True,
         ),

@@ -150,16 +150,12 @@ class Outbox(BaseModel):
     next_cursor: str | None
 
 
-def idempotency_key(key: object, maximum: int) -> str | None:
-    """The idempotency-key rule, for every edge (the HTTP header, the MCP argument, the stdio
-    bridge before it sends the header): 1 to ``maximum`` visible ASCII characters, no spaces."""
+def idempotency_key(key: str | None, maximum: int) -> str | None:
+    """The idempotency-key rule, whichever edge it came from (the HTTP header, the MCP
+    argument): 1 to ``maximum`` visible ASCII characters, no spaces."""
     if key is None:
         return None
-    if (
-        not isinstance(key, str)
-        or not 1 <= len(key) <= maximum
-        or not all("!" <= c <= "~" for c in key)
-    ):
+    if not 1 <= len(key) <= maximum or not all("!" <= c <= "~" for c in key):
         raise Invalid(
             f"Idempotency-Key must be 1 to {maximum} visible ASCII characters (no spaces).",
             field="idempotency_key",

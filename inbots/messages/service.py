@@ -34,7 +34,6 @@ from inbots.errors import (
 from inbots.kit.clock import time_field, utcnow
 from inbots.kit.cursor import LAST_ID
 from inbots.kit.ids import kind_of, new_id
-from inbots.kit.paging import clamp_limit
 from inbots.kit.text import shown_summary
 from inbots.messages import governance
 from inbots.messages.schemas import (
@@ -93,15 +92,17 @@ def _reads(uow: UnitOfWork, messages: Sequence[Message]) -> list[MessageRead]:
     return [to_read(m, names.get(m.sender_id, "")) for m in messages]
 
 
-def check_idempotency_key(key: object, uow: UnitOfWork) -> str | None:
+def check_idempotency_key(key: str | None, uow: UnitOfWork) -> str | None:
     return idempotency_key(key, uow.settings.idempotency_key_max)
 
 
 def _check_content(
-    uow: UnitOfWork, caller: Caller, body: object, summary: object, kind: object
+    uow: UnitOfWork, caller: Caller, body: str, summary: str | None, kind: str | None
 ) -> tuple[str, str | None, str]:
+    """A message's content as stored (a blank summary is none; no kind is ``update``), within
+    the settings' lengths; a long body needs a summary (the operator's does not)."""
     s = uow.settings
-    if not isinstance(body, str) or not body.strip():
+    if not body.strip():
         raise Invalid("body must be a non-empty string.", field="body")
     if len(body) > s.message_body_max:
         raise Invalid(
@@ -110,8 +111,6 @@ def _check_content(
             field="body",
         )
     if summary is not None:
-        if not isinstance(summary, str):
-            raise Invalid("summary must be a string.", field="summary")
         summary = summary.strip() or None
     if summary is not None:
         if "\n" in summary or "\r" in summary:
@@ -129,11 +128,10 @@ def _check_content(
         kind = DEFAULT_KIND
     if kind not in KINDS:
         raise Invalid(f"kind must be one of {', '.join(KINDS)}.", field="kind")
-    assert isinstance(kind, str)
     return body, summary, kind
 
 
-def _check_priority(priority: object) -> str:
+def _check_priority(priority: str | None) -> str:
     if priority is None:
         return NORMAL
     if priority not in PRIORITIES:
@@ -141,16 +139,13 @@ def _check_priority(priority: object) -> str:
             "priority must be normal (the default) or urgent (listed first in every inbox).",
             field="priority",
         )
-    assert isinstance(priority, str)
     return priority
 
 
-def _check_ttl(uow: UnitOfWork, ttl: object) -> int | None:
+def _check_ttl(uow: UnitOfWork, ttl: int | None) -> int | None:
     s = uow.settings
     if ttl is None:
         return None
-    if not isinstance(ttl, int) or isinstance(ttl, bool):
-        raise Invalid("ttl_seconds must be a whole number of seconds.", field="ttl_seconds")
     if not s.ttl_min_seconds <= ttl <= s.ttl_max_seconds:
         raise Invalid(
             f"ttl_seconds must be from {s.ttl_min_seconds} to {s.ttl_max_seconds} seconds "
@@ -160,11 +155,15 @@ def _check_ttl(uow: UnitOfWork, ttl: object) -> int | None:
     return ttl
 
 
-def _fingerprint(*parts: object, priority: str = NORMAL, ttl: int | None = None) -> str:
+# What a send's fingerprint is made of: its texts, ids and the sorted recipients of a direct send.
+Part = str | list[str] | None
+
+
+def _fingerprint(*parts: Part, priority: str = NORMAL, ttl: int | None = None) -> str:
     """What one send's content hashes to, for its idempotency key. A normal message without a
     ttl hashes as it did before priorities and expiry existed, so keys stored then still match
     their repeats."""
-    values = [*parts] if priority == NORMAL else [*parts, priority]
+    values: list[Part | dict[str, int]] = [*parts] if priority == NORMAL else [*parts, priority]
     if ttl is not None:
         values.append({"ttl_seconds": ttl})
     canonical = json.dumps(values, ensure_ascii=False)
@@ -216,7 +215,7 @@ def send_message(
     caller: Caller,
     thread_id: str,
     request: MessageCreate,
-    idempotency_key: object = None,
+    idempotency_key: str | None = None,
 ) -> SendResult:
     """Store one message and one delivery per other participant who can receive, in one
     transaction. With an idempotency key, a repeat returns the original (``duplicate``)."""
@@ -226,8 +225,6 @@ def send_message(
     body, summary, kind = _check_content(uow, caller, body, summary, kind)
     priority = _check_priority(request.priority)
     ttl = _check_ttl(uow, request.ttl_seconds)
-    if reply_to is not None and not isinstance(reply_to, str):
-        raise Invalid("reply_to must be a message id.", field="reply_to")
     fingerprint = _fingerprint(thread.id, body, summary, kind, reply_to, priority=priority, ttl=ttl)
     if key is not None and (original := _by_key(uow, caller.agent_id, key)) is not None:
         return _replay(uow, original, fingerprint)
@@ -281,7 +278,7 @@ def send_direct(
     uow: UnitOfWork,
     caller: Caller,
     request: DirectMessageCreate,
-    idempotency_key: object = None,
+    idempotency_key: str | None = None,
 ) -> SendResult:
     """Open a new thread with the caller and ``to`` (``"*"``: every agent that is not archived,
     other than the caller, at this moment) and post its first message: one transaction, the same
@@ -489,11 +486,11 @@ def history(
     caller: Caller,
     thread_id: str,
     since: str | None = None,
-    limit: object = None,
+    limit: int | None = None,
     cursor: str | None = None,
 ) -> History:
-    """The thread's messages with full bodies, oldest first. Stamps the caller's deliveries among
-    them fetched."""
+    """The thread's messages with full bodies, oldest first, ``limit`` a page (by default
+    ``INBOTS_LIST_DEFAULT``). Stamps the caller's deliveries among them fetched."""
     s = uow.settings
     thread = threads.visible_thread(uow, caller, thread_id)
     after_id, after_time = _parse_since(since, uow)
@@ -506,7 +503,7 @@ def history(
             field="since",
         )
     after_id = LAST_ID.decode(cursor) or after_id
-    count = clamp_limit(limit, s.list_default, s.list_max)
+    count = limit or s.list_default
     stmt = select(Message).where(Message.thread_id == thread.id)
     if not caller.is_operator:  # held or rejected mail: only its sender sees it
         stmt = stmt.where(or_(Message.released(), Message.sender_id == caller.agent_id))
@@ -591,7 +588,7 @@ def read_message(uow: UnitOfWork, caller: Caller, ident: str) -> MessageWithDeli
 
 
 def read_and_acknowledge(
-    uow: UnitOfWork, caller: Caller, ident: str, ack: object, note: str | None = None
+    uow: UnitOfWork, caller: Caller, ident: str, ack: str | None, note: str | None = None
 ) -> MessageWithDelivery:
     """:func:`read_message` and acknowledge the caller's delivery of it with outcome ``ack``
     (``done`` or ``declined``) and ``note``, in one call: for mail that needs no work. A message
@@ -610,7 +607,7 @@ def read_and_acknowledge(
         )
     read = read_message(uow, caller, ident)
     if read.delivery is not None:
-        request = AckRequest(ids=[read.delivery.id], outcome=str(ack), note=note)
+        request = AckRequest(ids=[read.delivery.id], outcome=ack, note=note)
         deliveries.acknowledge(uow, caller, request)
         row = uow.session.get_one(Delivery, read.delivery.id)
         uow.session.refresh(row)  # the acknowledgement is a bulk update
@@ -624,7 +621,7 @@ def outbox(
     caller: Caller,
     state: str | None = None,
     thread: str | None = None,
-    limit: object = None,
+    limit: int | None = None,
     cursor: str | None = None,
 ) -> Outbox:
     """Messages the caller sent, newest first, each with every recipient's receipt. ``state``
@@ -644,7 +641,7 @@ def outbox(
             "thread must be a thread id (th_…), as list_threads (GET /v1/threads) gives them.",
             field="thread",
         )
-    count = clamp_limit(limit, s.list_default, s.list_max)
+    count = limit or s.list_default
     after = LAST_ID.decode(cursor)
     stmt = select(Message).where(
         Message.sender_id == caller.agent_id, Message.workspace_id == caller.workspace_id

@@ -40,7 +40,6 @@ from inbots.errors import Invalid, SearchQueryInvalid
 from inbots.kit.clock import time_field
 from inbots.kit.cursor import SEARCH
 from inbots.kit.ids import kind_of
-from inbots.kit.paging import clamp_limit
 from inbots.models.agents import Agent
 from inbots.models.deliveries import Delivery
 from inbots.models.messages import KINDS, Message
@@ -64,15 +63,13 @@ FTS_WEIGHTS = (10.0, 4.0, 1.0)
 VECTOR: ColumnElement[Any] = literal_column("messages.search_vector")
 
 
-def words_of(q: object, settings: Settings) -> list[str]:
+def words_of(q: str, settings: Settings) -> list[str]:
     """The distinct words of ``q`` (lower case), or ``422 search_query_invalid`` saying how to
     fix it: none at all, too long, or too many words."""
-    if q is None or (isinstance(q, str) and not q.strip()):
+    if not q.strip():
         raise SearchQueryInvalid(
             "q is empty: give the words to find, e.g. q=deploy rollback.", field="q"
         )
-    if not isinstance(q, str):
-        raise SearchQueryInvalid("q must be text: the words to find.", field="q")
     if len(q) > settings.search_query_max:
         raise SearchQueryInvalid(
             f"q is {len(q)} characters; the limit is {settings.search_query_max}. Search for a "
@@ -96,12 +93,10 @@ def words_of(q: object, settings: Settings) -> list[str]:
     return found
 
 
-def _moment(value: object, field: str) -> datetime | None:
-    if value is None or value == "":
+def _moment(value: str | None, field: str) -> datetime | None:
+    if not value:
         return None
     example = "an RFC 3339 time such as 2026-11-29T18:10:00Z"
-    if not isinstance(value, str):
-        raise Invalid(f"{field} must be {example}.", field=field)
     return time_field(value, field, f"must be {example} (got {value[:40]!r})")
 
 
@@ -121,7 +116,7 @@ def _check(request: SearchQuery, settings: Settings) -> _Filters:
     words = words_of(request.q, settings)
     sender = check_username(request.sender, "sender") if request.sender else None
     thread = request.thread or None
-    if thread is not None and (not isinstance(thread, str) or kind_of(thread) != "thread"):
+    if thread is not None and kind_of(thread) != "thread":
         raise Invalid(
             "thread must be a thread id (th_…), as list_threads (GET /v1/threads) gives them.",
             field="thread",
@@ -132,7 +127,7 @@ def _check(request: SearchQuery, settings: Settings) -> _Filters:
     since, until = _moment(request.since, "since"), _moment(request.until, "until")
     if since is not None and until is not None and since >= until:
         raise Invalid("since must be earlier than until.", field="since")
-    count = clamp_limit(request.limit, settings.list_default, settings.list_max)
+    count = request.limit or settings.list_default
     offset = SEARCH.decode(request.cursor) or 0
     return _Filters(words, sender, thread, kind, since, until, count, offset)
 

@@ -17,7 +17,6 @@ from inbots.events import service as events
 from inbots.kit.clock import utcnow
 from inbots.kit.cursor import THREADS, ThreadPlace
 from inbots.kit.ids import new_id
-from inbots.kit.paging import clamp_limit
 from inbots.models.agents import KIND_AGENT, Agent
 from inbots.models.deliveries import Delivery
 from inbots.models.threads import CLOSE_REQUESTED, CLOSED, OPEN, STATUSES, Participant, Thread
@@ -92,7 +91,7 @@ EVERYONE = "*"
 
 
 def _resolve_usernames(
-    uow: UnitOfWork, caller: Caller, names: Sequence[object], field: str
+    uow: UnitOfWork, caller: Caller, names: Sequence[str], field: str
 ) -> list[Agent]:
     """Active agents (or the operator) of the caller's workspace by username, or 422 naming them."""
     wanted = [check_username(n, field) for n in names]
@@ -136,12 +135,10 @@ def everyone_else(uow: UnitOfWork, caller: Caller) -> list[Agent]:
     )
 
 
-def recipients_of(uow: UnitOfWork, caller: Caller, names: object, field: str) -> list[Agent]:
+def recipients_of(uow: UnitOfWork, caller: Caller, names: Sequence[str], field: str) -> list[Agent]:
     """Whom a new thread is opened with: the named agents (or the operator), plus every agent
     when ``"*"`` is among the names, never the caller. Nobody left is refused at once: 422 when
     no one else was named, ``409 no_recipients`` when ``"*"`` found nobody."""
-    if not isinstance(names, list | tuple) or not all(isinstance(n, str) for n in names):
-        raise Invalid(f"{field} must be a list of usernames (from list_agents).", field=field)
     broadcast = EVERYONE in names
     named = _resolve_usernames(uow, caller, [n for n in names if n != EVERYONE], field)
     chosen = {a.id: a for a in named}
@@ -164,31 +161,30 @@ def recipients_of(uow: UnitOfWork, caller: Caller, names: object, field: str) ->
     return list(chosen.values())
 
 
-def check_title(title: object, goal: object, uow: UnitOfWork) -> tuple[str, str | None]:
+def check_title(title: str, goal: str | None, uow: UnitOfWork) -> tuple[str, str | None]:
+    """A thread's title and goal, as stored (surrounding spaces dropped; an empty goal is none),
+    within the settings' lengths."""
     s = uow.settings
-    if not isinstance(title, str) or not title.strip():
-        raise Invalid("title must be a non-empty string.", field="title")
     title = title.strip()
+    if not title:
+        raise Invalid("title must be a non-empty string.", field="title")
     if len(title) > s.thread_title_max:
         raise Invalid(f"title must be at most {s.thread_title_max} characters.", field="title")
     if goal is not None:
-        if not isinstance(goal, str):
-            raise Invalid("goal must be a string.", field="goal")
         goal = goal.strip() or None
         if goal is not None and len(goal) > s.thread_goal_max:
             raise Invalid(f"goal must be at most {s.thread_goal_max} characters.", field="goal")
     return title, goal
 
 
-def check_ref(ref: object, uow: UnitOfWork) -> str | None:
+def check_ref(ref: str | None, uow: UnitOfWork) -> str | None:
     """A task reference: 1 to ``thread_ref_max`` printable characters (surrounding spaces are
     dropped), or None."""
     if ref is None:
         return None
     maximum = uow.settings.thread_ref_max
-    if isinstance(ref, str):
-        ref = ref.strip()
-    if not isinstance(ref, str) or not 1 <= len(ref) <= maximum or not ref.isprintable():
+    ref = ref.strip()
+    if not 1 <= len(ref) <= maximum or not ref.isprintable():
         raise Invalid(
             f"ref must be 1 to {maximum} printable characters, such as a ticket id (no line "
             "breaks or control characters); leave it out for none.",
@@ -246,7 +242,7 @@ def list_threads(
     uow: UnitOfWork,
     caller: Caller,
     status: str | None = None,
-    limit: object = None,
+    limit: int | None = None,
     *,
     ref: str | None = None,
     query: str | None = None,
@@ -260,16 +256,17 @@ def thread_page(
     uow: UnitOfWork,
     caller: Caller,
     status: str | None = None,
-    limit: object = None,
+    limit: int | None = None,
     cursor: str | None = None,
     *,
     ref: str | None = None,
     query: str | None = None,
 ) -> ThreadPage:
     """Agents: threads they are in that are not closed. Operator: every thread. Most recent
-    activity first; ``next_cursor`` continues after the last item. ``ref`` keeps the threads
-    with that task reference; ``query`` those whose title or goal contains the text (any case;
-    the text is matched as it is, never as a pattern)."""
+    activity first, ``limit`` a page (by default ``INBOTS_LIST_DEFAULT``); ``next_cursor``
+    continues after the last item. ``ref`` keeps the threads with that task reference; ``query``
+    those whose title or goal contains the text (any case; the text is matched as it is, never
+    as a pattern)."""
     if status is not None and status not in STATUSES:
         raise Invalid(f"status must be one of {', '.join(STATUSES)}.", field="status")
     s = uow.settings
@@ -278,7 +275,7 @@ def thread_page(
         raise Invalid(f"query must be at most {s.thread_goal_max} characters.", field="query")
     if ref is not None and len(ref) > s.thread_ref_max:
         raise Invalid(f"ref must be at most {s.thread_ref_max} characters.", field="ref")
-    count = clamp_limit(limit, s.list_default, s.list_max)
+    count = limit or s.list_default
     stmt = select(Thread).where(Thread.workspace_id == caller.workspace_id)
     if not caller.is_operator:
         stmt = stmt.join(
@@ -322,9 +319,7 @@ def get_thread(uow: UnitOfWork, caller: Caller, thread_id: str) -> ThreadRead:
     return to_reads(uow, [visible_thread(uow, caller, thread_id)])[0]
 
 
-def add_participant(
-    uow: UnitOfWork, caller: Caller, thread_id: str, username: object
-) -> ThreadRead:
+def add_participant(uow: UnitOfWork, caller: Caller, thread_id: str, username: str) -> ThreadRead:
     """Put an agent on the thread's distribution list (idempotent); it may read the history."""
     thread = visible_thread(uow, caller, thread_id, lock=True)
     (agent,) = _resolve_usernames(uow, caller, [username], "username")

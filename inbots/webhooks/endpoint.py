@@ -12,7 +12,7 @@ from inbots.webhooks import signing, subscriptions, url_policy
 from inbots.webhooks.schemas import WebhookRead
 
 
-def check_url(url: object, settings: Settings, field: str = "url") -> str:
+def check_url(url: str, settings: Settings, field: str = "url") -> str:
     """The URL policy at registration time; 422 ``webhook_url_rejected`` naming the field."""
     try:
         return url_policy.resolve(url, settings.webhook_allow_private).url

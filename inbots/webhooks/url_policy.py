@@ -118,9 +118,9 @@ class Target:
     address: str  # the IP to connect to (checked unless private targets are allowed)
 
 
-def parse(url: object) -> SplitResult:
+def parse(url: str) -> SplitResult:
     """Shape rules only (no DNS): http(s), length, host, no credentials."""
-    if not isinstance(url, str) or not url:
+    if not url:
         raise RejectedURL("The webhook URL must be a non-empty string.", reason="invalid")
     if len(url) > MAX_URL_LENGTH:
         raise RejectedURL(
@@ -150,10 +150,10 @@ def parse(url: object) -> SplitResult:
     return parts
 
 
-def resolve(url: object, allow_private: bool, resolver: Resolver = system_resolver) -> Target:
+def resolve(url: str, allow_private: bool, resolver: Resolver = system_resolver) -> Target:
     """Check ``url`` and pick the address to connect to; raise :class:`RejectedURL` if blocked."""
     parts = parse(url)
-    assert isinstance(url, str) and parts.hostname
+    assert parts.hostname
     host = parts.hostname
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:

@@ -20,7 +20,7 @@ router = APIRouter(tags=["agents"], route_class=AuthFirstRoute)
 @router.post("/agents", status_code=201, response_model=AgentCreated)
 def register_agent(ctx: OperatorCtx, body: AgentCreate) -> AgentCreated:
     """Register an agent. The API key in the answer is shown this once and never again."""
-    return ctx.run(service.register_agent, body.name, body.description, body.webhook_url)
+    return ctx.run(service.register_agent, body)
 
 
 @router.get("/agents", response_model=AgentList)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from inbots.api.deps import AuthFirstRoute, Ctx, OperatorCtx
+from inbots.api.deps import AuthFirstRoute, Ctx, Limit, OperatorCtx
 from inbots.deliveries import service
 from inbots.deliveries.schemas import DeliveryDetail, DeliveryPage, DeliveryRead, WorkingRequest
 from inbots.web.errors import EXPIRED
@@ -13,10 +13,10 @@ router = APIRouter(tags=["deliveries"], route_class=AuthFirstRoute)
 @router.get("/deliveries", response_model=DeliveryPage)
 def list_deliveries(
     ctx: OperatorCtx,
+    limit: Limit,
     state: str | None = None,
     agent: str | None = None,
     thread: str | None = None,
-    limit: str | None = None,
     cursor: str | None = None,
 ) -> DeliveryPage:
     """Receipts, newest first, filterable by derived state (``stalled``, ``failed``, …)."""

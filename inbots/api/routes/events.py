@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from inbots.api.deps import AuthFirstRoute, OperatorCtx
+from inbots.api.deps import AuthFirstRoute, Limit, OperatorCtx
 from inbots.deliveries import events as service
 from inbots.deliveries.schemas import EventDetail, EventPage, EventRead
 
@@ -12,11 +12,11 @@ router = APIRouter(tags=["events"], route_class=AuthFirstRoute)
 @router.get("/events", response_model=EventPage)
 def list_events(
     ctx: OperatorCtx,
+    limit: Limit,
     type: str | None = None,
     state: str | None = None,
     agent: str | None = None,
     thread: str | None = None,
-    limit: str | None = None,
     cursor: str | None = None,
 ) -> EventPage:
     """Events other than new mail (``message.acknowledged``, ``thread.close_requested``,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from inbots.api.deps import AuthFirstRoute, Ctx, OperatorCtx, rendered
+from inbots.api.deps import AuthFirstRoute, Ctx, Limit, OperatorCtx, WaitSeconds, rendered
 from inbots.deliveries import service, wait
 from inbots.deliveries.schemas import AckRequest, AckResult, DeliveryRead, Inbox, Waited
 from inbots.messages import service as messages
@@ -15,7 +15,7 @@ router = APIRouter(tags=["inbox"], route_class=AuthFirstRoute)
 @router.get("/inbox", response_model=Inbox)
 def inbox(
     ctx: Ctx,
-    limit: str | None = None,
+    limit: Limit,
     cursor: str | None = None,
     include: str | None = None,
     status: str | None = None,
@@ -44,7 +44,7 @@ def inbox(
 @router.get("/operator/inbox", response_model=Inbox)
 def operator_inbox(
     ctx: OperatorCtx,
-    limit: str | None = None,
+    limit: Limit,
     cursor: str | None = None,
     include: str | None = None,
     status: str | None = None,
@@ -56,24 +56,22 @@ def operator_inbox(
 
 
 @router.get("/inbox/wait", response_model=Waited)
-async def wait_for_mail(ctx: Ctx, timeout: str | None = None, events: str | None = None) -> Waited:
+async def wait_for_mail(ctx: Ctx, seconds: WaitSeconds, events: str | None = None) -> Waited:
     """Long-poll: answers as soon as there is unacknowledged mail not yet shown, or at the timeout
     (then ``items`` is empty). ``events=receipts`` also answers when a recipient acknowledged a
     message you sent (``receipts``). Waiting holds neither a database connection nor a thread.
     With the operator token it waits for the operator's own mail."""
-    state = ctx.request.app.state
-    seconds = wait.wait_seconds(timeout, state.settings)
     receipts = wait.wants_receipts(events)
-    hub = state.dispatch.wakeups
+    hub = ctx.request.app.state.dispatch.wakeups
     return await wait.wait_for_mail(ctx.run_async, hub, ctx.caller, seconds, receipts=receipts)
 
 
 @router.get("/outbox", response_model=Outbox)
 def outbox(
     ctx: Ctx,
+    limit: Limit,
     state: str | None = None,
     thread: str | None = None,
-    limit: str | None = None,
     cursor: str | None = None,
 ) -> Outbox:
     """Messages you sent, newest first, each with every recipient's receipt (state, stamps,

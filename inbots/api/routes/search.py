@@ -1,10 +1,8 @@
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 
-from inbots.api.deps import AuthFirstRoute, Ctx
+from inbots.api.deps import AuthFirstRoute, Ctx, Limit
 from inbots.search import service
 from inbots.search.schemas import SearchQuery, SearchResults
 
@@ -23,13 +21,13 @@ router = APIRouter(tags=["search"], route_class=AuthFirstRoute)
 )
 def search(
     ctx: Ctx,
+    limit: Limit,
     q: str | None = None,
     sender: str | None = None,
     thread: str | None = None,
     kind: str | None = None,
     since: str | None = None,
     until: str | None = None,
-    limit: str | None = None,
     cursor: str | None = None,
 ) -> SearchResults:
     """Full-text search of the messages you may read: every word of ``q`` in the thread's title,
@@ -37,15 +35,17 @@ def search(
     search the threads they are in that are not closed; the operator, the whole workspace.
     ``sender`` (username), ``thread`` (th_…), ``kind``, ``since``/``until`` (RFC 3339) narrow
     it; follow ``next_cursor`` for more."""
-    # Built unchecked on purpose: the service checks every field with its own sentences, and a
-    # limit that is not a number falls back to the default, as on every listing.
-    given: dict[str, Any] = {
-        "q": q,
-        "sender": sender,
-        "thread": thread,
-        "kind": kind,
-        "since": since,
-    }
-    given |= {"until": until, "limit": limit, "cursor": cursor}
-    request = SearchQuery.model_construct(**given)
+    # Every parameter is typed already (FastAPI read them as the signature says), so the model is
+    # not validated again; the service checks its rules with its own sentences (a missing q is
+    # its "q is empty").
+    request = SearchQuery.model_construct(
+        q=q or "",
+        sender=sender,
+        thread=thread,
+        kind=kind,
+        since=since,
+        until=until,
+        limit=limit,
+        cursor=cursor,
+    )
     return ctx.run(service.search, request)

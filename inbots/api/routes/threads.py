@@ -1,10 +1,16 @@
 from __future__ import annotations
 
-from typing import Annotated
+from fastapi import APIRouter, Response
 
-from fastapi import APIRouter, Query, Response
-
-from inbots.api.deps import AgentCtx, AuthFirstRoute, Ctx, IdempotencyKey, OperatorCtx, rendered
+from inbots.api.deps import (
+    AgentCtx,
+    AuthFirstRoute,
+    Ctx,
+    IdempotencyKey,
+    Limit,
+    OperatorCtx,
+    rendered,
+)
 from inbots.messages import service as messages
 from inbots.messages.schemas import (
     DirectMessageCreate,
@@ -34,8 +40,8 @@ def open_thread(ctx: Ctx, body: ThreadCreate) -> ThreadRead:
 @router.get("/threads", response_model=ThreadPage)
 def list_threads(
     ctx: Ctx,
+    limit: Limit,
     status: str | None = None,
-    limit: Annotated[str | None, Query()] = None,
     cursor: str | None = None,
     ref: str | None = None,
     query: str | None = None,
@@ -112,8 +118,8 @@ def send_direct(
 def thread_history(
     ctx: Ctx,
     thread_id: str,
+    limit: Limit,
     since: str | None = None,
-    limit: str | None = None,
     cursor: str | None = None,
 ) -> History:
     """History with full bodies, oldest first. Stamps the caller's deliveries fetched."""
