@@ -118,20 +118,19 @@ READ_SERVICES = {
         "list_threads": "reads",
         "thread_page": "reads",
     },
-    "inbots.messages.service": {
+    "inbots.messages.reading": {
         "get_thread": "reads",
         "history": "mostly_reads",
         "outbox": "reads",
         "read_message": "mostly_reads",
     },
     "inbots.deliveries.service": {
-        "get_delivery": "reads",
         "has_unshown": "reads",
         "inbox": "mostly_reads",
-        "list_deliveries": "reads",
         "mark_received": "mostly_reads",
         "waiting_count": "reads",
     },
+    "inbots.deliveries.console": {"get_delivery": "reads", "list_deliveries": "reads"},
     "inbots.stats.service": {"get_stats": "reads"},
     "inbots.deliveries.events": {"get_event": "reads", "list_events": "reads"},
     "inbots.deliveries.receipts": {

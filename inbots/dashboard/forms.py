@@ -40,6 +40,7 @@ from inbots.dashboard.render import _redirect, _refusal_page, _render
 from inbots.dashboard.session import Session, local_path
 from inbots.dashboard.views import _page
 from inbots.db.uow import run_unit
+from inbots.deliveries import console
 from inbots.deliveries import service as deliveries
 from inbots.deliveries.schemas import AckRequest
 from inbots.errors import InbotsError, Invalid, not_found
@@ -126,7 +127,7 @@ def redeliver(request: Request, delivery_id: str, csrf: Csrf = "", next: Next = 
         request,
         csrf,
         next,
-        deliveries.redeliver,
+        console.redeliver,
         delivery_id,
         success=f"Redelivery of {delivery_id} queued.",
     )

@@ -12,11 +12,12 @@ from inbots.approvals import service as approvals
 from inbots.caller import Caller
 from inbots.dashboard import queries
 from inbots.db.uow import UnitOfWork
+from inbots.deliveries import console
 from inbots.deliveries import service as deliveries
 from inbots.deliveries.schemas import OUTCOMES, AttemptRead, DeliveryRead
 from inbots.dispatch.backlog import Backlog
 from inbots.errors import not_found
-from inbots.messages import service as messages
+from inbots.messages import reading
 from inbots.models.agents import ARCHIVED
 from inbots.models.messages import KINDS, PRIORITIES
 from inbots.models.threads import CLOSE_REQUESTED
@@ -68,8 +69,8 @@ def overview(uow: UnitOfWork, caller: Caller, waiting: Backlog | None) -> dict[s
     """Counters, and the stalled and failed deliveries with their attempt logs (``waiting``:
     the backlog, read before the unit began)."""
     stats = get_stats(uow, caller, waiting)
-    stalled = deliveries.list_deliveries(uow, caller, state="stalled", limit=OPS_LIMIT).items
-    failed = deliveries.list_deliveries(uow, caller, state="failed", limit=OPS_LIMIT).items
+    stalled = console.list_deliveries(uow, caller, state="stalled", limit=OPS_LIMIT).items
+    failed = console.list_deliveries(uow, caller, state="failed", limit=OPS_LIMIT).items
     return {
         "stats": stats,
         "stalled": _ops_rows(uow, caller, stalled),
@@ -129,7 +130,7 @@ def thread_list(uow: UnitOfWork, caller: Caller, status: str | None) -> dict[str
 
 def delivery_view(uow: UnitOfWork, caller: Caller, delivery_id: str) -> dict[str, Any]:
     """One receipt and its whole attempt log."""
-    detail = deliveries.get_delivery(uow, caller, delivery_id)
+    detail = console.get_delivery(uow, caller, delivery_id)
     context = queries.delivery_context(uow, caller.workspace_id, [detail.id]).get(detail.id)
     return {"delivery": detail, "context": context}
 
@@ -161,7 +162,7 @@ def thread_form(uow: UnitOfWork, caller: Caller) -> dict[str, Any]:
 def thread_view(uow: UnitOfWork, caller: Caller, thread_id: str) -> dict[str, Any]:
     """One thread, every message, every recipient's receipt, and the operator's post form."""
     return {
-        "thread": messages.get_thread(uow, caller, thread_id),
+        "thread": reading.get_thread(uow, caller, thread_id),
         **MESSAGE_OPTIONS,
     }
 
@@ -186,7 +187,7 @@ def inbox_page(
 def inbox_message(uow: UnitOfWork, caller: Caller, delivery_id: str) -> dict[str, Any]:
     """One message of the operator's inbox with its whole body (``GET /v1/messages/{id}``:
     stamps it fetched), and the reply and acknowledge forms."""
-    read = messages.read_message(uow, caller, delivery_id)
+    read = reading.read_message(uow, caller, delivery_id)
     if read.delivery is None or read.delivery.id != delivery_id:
         raise not_found("delivery", delivery_id)
     thread = threads.get_thread(uow, caller, read.message.thread_id)

@@ -3,8 +3,11 @@
 ::
 
     arguments.py  each tool's argument model (the HTTP request models where there is one)
+    spec.py       what a tool is (ToolSpec) and how one call runs: the arguments parsed, the
+                  service run in a unit of work (ToolContext, as the HTTP route runs it), the
+                  answer rendered, a failure as a tool error
     tools.py      the tools, defined once: name, description, arguments, result, the service
-                  call (run in a unit of work, as the HTTP route runs it) and the rendering
+                  call and the rendering
     render.py     the text renderings of the answers
     server.py     the low-level SDK server that serves them
     endpoint.py   the /mcp ASGI endpoint: resolves the bearer key to an agent before any tool

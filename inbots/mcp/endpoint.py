@@ -46,8 +46,8 @@ from inbots.errors import Forbidden, InbotsError, PayloadTooLarge, Unauthorized
 from inbots.kit.ids import new_id
 from inbots.limits import Limits
 from inbots.mcp.server import build_server
+from inbots.mcp.spec import ToolContext
 from inbots.mcp.stdio import USER_AGENT_PREFIX
-from inbots.mcp.tools import ToolContext
 from inbots.web.errors import envelope, error_response
 from inbots.web.limits import BodyTooLarge, jsonrpc_refusal
 

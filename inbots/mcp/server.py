@@ -18,7 +18,8 @@ from mcp_types import (
 from inbots import __version__
 from inbots.errors import InbotsError, Invalid
 from inbots.limits import Limits
-from inbots.mcp.tools import INSTRUCTIONS, ToolContext, failure, tool_specs
+from inbots.mcp.spec import ToolContext, failure
+from inbots.mcp.tools import INSTRUCTIONS, tool_specs
 
 ContextFor = Callable[[ServerRequestContext[Any, Any]], ToolContext]
 

@@ -315,7 +315,7 @@ def thread_page(
 @reads
 def get_thread(uow: UnitOfWork, caller: Caller, thread_id: str) -> ThreadRead:
     """One thread with its participants (with its messages, for the operator:
-    :func:`inbots.messages.service.get_thread`)."""
+    :func:`inbots.messages.reading.get_thread`)."""
     return to_reads(uow, [visible_thread(uow, caller, thread_id)])[0]
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from inbots.api.deps import AuthFirstRoute, Ctx, Limit, OperatorCtx
-from inbots.deliveries import service
+from inbots.deliveries import console, service
 from inbots.deliveries.schemas import DeliveryDetail, DeliveryPage, DeliveryRead, WorkingRequest
 from inbots.web.errors import EXPIRED
 
@@ -21,7 +21,7 @@ def list_deliveries(
 ) -> DeliveryPage:
     """Receipts, newest first, filterable by derived state (``stalled``, ``failed``, …)."""
     return ctx.run(
-        service.list_deliveries,
+        console.list_deliveries,
         state=state,
         agent=agent,
         thread=thread,
@@ -33,13 +33,13 @@ def list_deliveries(
 @router.get("/deliveries/{delivery_id}", response_model=DeliveryDetail)
 def get_delivery(ctx: OperatorCtx, delivery_id: str) -> DeliveryDetail:
     """One receipt with its attempt log."""
-    return ctx.run(service.get_delivery, delivery_id)
+    return ctx.run(console.get_delivery, delivery_id)
 
 
 @router.post("/deliveries/{delivery_id}/redeliver", status_code=202, response_model=DeliveryRead)
 def redeliver(ctx: OperatorCtx, delivery_id: str) -> DeliveryRead:
     """Publish the notification again (a failed one too); adds stamps, clears none."""
-    return ctx.run(service.redeliver, delivery_id)
+    return ctx.run(console.redeliver, delivery_id)
 
 
 @router.post("/deliveries/{delivery_id}/working", response_model=DeliveryRead, responses=EXPIRED)

@@ -5,7 +5,7 @@ from fastapi import APIRouter, Response
 from inbots.api.deps import AuthFirstRoute, Ctx, Limit, OperatorCtx, WaitSeconds, rendered
 from inbots.deliveries import service, wait
 from inbots.deliveries.schemas import AckRequest, AckResult, DeliveryRead, Inbox, Waited
-from inbots.messages import service as messages
+from inbots.messages import reading
 from inbots.messages.schemas import MessageWithDelivery, Outbox
 from inbots.web.errors import EXPIRED
 
@@ -77,7 +77,7 @@ def outbox(
     """Messages you sent, newest first, each with every recipient's receipt (state, stamps,
     outcome, note). ``state`` keeps messages with a receipt in that state; ``thread`` one
     thread's."""
-    return ctx.run(messages.outbox, state, thread, limit, cursor)
+    return ctx.run(reading.outbox, state, thread, limit, cursor)
 
 
 @router.get(
@@ -90,8 +90,8 @@ def read_message(
     ``ack=done|declined`` (and an optional ``note``) also acknowledges it, in one call. Its
     sender also gets every recipient's receipt (``receipts``)."""
     if ack is None and note is None:
-        return ctx.run(messages.read_message, message_or_delivery_id)
-    return ctx.run(messages.read_and_acknowledge, message_or_delivery_id, ack, note)
+        return ctx.run(reading.read_message, message_or_delivery_id)
+    return ctx.run(reading.read_and_acknowledge, message_or_delivery_id, ack, note)
 
 
 @router.post("/deliveries/{delivery_id}/received", response_model=DeliveryRead, responses=EXPIRED)

@@ -11,6 +11,7 @@ from inbots.api.deps import (
     OperatorCtx,
     rendered,
 )
+from inbots.messages import reading
 from inbots.messages import service as messages
 from inbots.messages.schemas import (
     DirectMessageCreate,
@@ -55,7 +56,7 @@ def list_threads(
 @router.get("/threads/{thread_id}", response_model=ThreadDetail, response_model_exclude_none=False)
 def get_thread(ctx: Ctx, thread_id: str) -> ThreadDetail:
     """One thread with its participants; for the operator, every message with its receipts."""
-    return ctx.run(messages.get_thread, thread_id)
+    return ctx.run(reading.get_thread, thread_id)
 
 
 @router.post("/threads/{thread_id}/participants", response_model=ThreadRead)
@@ -123,7 +124,7 @@ def thread_history(
     cursor: str | None = None,
 ) -> History:
     """History with full bodies, oldest first. Stamps the caller's deliveries fetched."""
-    return ctx.run(messages.history, thread_id, since, limit, cursor)
+    return ctx.run(reading.history, thread_id, since, limit, cursor)
 
 
 @router.post("/threads/{thread_id}/close-request", status_code=202, response_model=ThreadRead)
