@@ -645,7 +645,7 @@ def test_a_batch_of_successes_is_recorded_in_one_insert_and_one_update(
     while the one before was being written: which POSTs finish together is up to timing.)"""
     from sqlalchemy import event
 
-    from inbots.deliveries.attempt import _send_and_release
+    from inbots.deliveries.attempt import send_and_release
     from inbots.deliveries.notify import _claim_together, _record_all
 
     wide = Engine(database, settings, make_client(settings), LocalLimiter(16, 30.0))
@@ -660,7 +660,7 @@ def test_a_batch_of_successes_is_recorded_in_one_insert_and_one_update(
             jobs.sort(key=lambda job: job.row_id)
             claimed = _claim_together(wide, jobs, utcnow())
             done = [
-                (jobs[k], claim, _send_and_release(wide, claim, jobs[k].row_id))
+                (jobs[k], claim, send_and_release(wide, claim, jobs[k].row_id))
                 for k, claim in sorted(claimed.items())
             ]
         assert len(done) == size

@@ -4,9 +4,9 @@ before anything else.
 Sign-in goes through the throttle (:mod:`inbots.auth.throttle`) and starts a session: a database
 row, named by a random key in the signed cookie (:mod:`.session`). Every page and action runs in
 one unit of work that first re-resolves the session row and its operator token
-(:func:`_as_operator`): signed out, expired or revoked, the session has ended and the browser is
+(:func:`as_operator`): signed out, expired or revoked, the session has ended and the browser is
 sent to sign in again (:class:`LoginRequired`). Every POST checks the session's CSRF token in
-constant time and the Origin (or Referer) before anything else (:func:`_verified_post`); a failed
+constant time and the Origin (or Referer) before anything else (:func:`verified_post`); a failed
 check answers 403 and changes nothing (:class:`CsrfRejected`). The two exceptions' handlers are
 installed by :func:`inbots.dashboard.install`.
 """
@@ -23,7 +23,7 @@ from fastapi import APIRouter, Form, Request, Response
 from inbots.auth import sessions as auth_sessions
 from inbots.auth.throttle import SCOPE_ADDRESS, Held
 from inbots.caller import Caller
-from inbots.dashboard.render import _here, _redirect, _refusal_page, _render
+from inbots.dashboard.render import current_path, redirect, refusal_page, render_page
 from inbots.dashboard.session import Session, local_path, same_origin, sessions_of
 from inbots.db.uow import UnitOfWork, run_unit
 from inbots.errors import RateLimited, ServiceUnavailable, Unauthorized
@@ -48,30 +48,34 @@ class CsrfRejected(Exception):
     """A POST without the session's CSRF token, with a wrong one, or from another origin."""
 
 
-class _SessionEnded(Exception):
-    pass
+class SessionEnded(Exception):
+    """Raised inside a unit of work: the session's row or its operator token is gone (signed out,
+    expired, revoked). The page or form that ran it answers :class:`LoginRequired`."""
 
 
-def _as_operator(
+def as_operator(
     uow: UnitOfWork, key: str | None, fn: Callable[..., T], /, *args: Any, **kwargs: Any
 ) -> T:
+    """``fn(uow, caller, *args, **kwargs)`` as the operator of the session ``key``, re-resolved
+    in this unit of work; :class:`SessionEnded` when it no longer stands."""
     if key is None:
-        raise _SessionEnded
+        raise SessionEnded
     try:
         caller: Caller = auth_sessions.session_caller(uow, key)
     except Unauthorized:
-        raise _SessionEnded from None
+        raise SessionEnded from None
     return fn(uow, caller, *args, **kwargs)
 
 
-def _signed_in(request: Request) -> Session:
+def signed_in(request: Request) -> Session:
+    """A page's session, signed in, else :class:`LoginRequired` (back here after a GET)."""
     session = sessions_of(request).load(request)
     if session is None or session.key is None:
-        raise LoginRequired(_here(request) if request.method == "GET" else None)
+        raise LoginRequired(current_path(request) if request.method == "GET" else None)
     return session
 
 
-def _verified_post(request: Request, csrf: str) -> Session:
+def verified_post(request: Request, csrf: str) -> Session:
     """The session of a POST whose CSRF token and origin check out, else :class:`CsrfRejected`."""
     session = sessions_of(request).load(request)
     if session is None or not same_origin(request) or not session.csrf_ok(csrf):
@@ -79,9 +83,9 @@ def _verified_post(request: Request, csrf: str) -> Session:
     return session
 
 
-def _form_session(request: Request, csrf: str) -> Session:
+def form_session(request: Request, csrf: str) -> Session:
     """A form POST's signed-in session, after the CSRF and Origin checks."""
-    session = _verified_post(request, csrf)
+    session = verified_post(request, csrf)
     if session.key is None:
         raise LoginRequired()
     return session
@@ -102,10 +106,10 @@ def login_form(request: Request, next: str = "/") -> Response:
     """The sign-in form. Already signed in: straight on."""
     session = sessions_of(request).load(request)
     if session is not None and session.key is not None:
-        return _redirect(request, local_path(next))
+        return redirect(request, local_path(next))
     if session is None:
         session = Session()
-    return _render(request, session, "login.html", title="Sign in", next=local_path(next))
+    return render_page(request, session, "login.html", title="Sign in", next=local_path(next))
 
 
 @router.post("/login")
@@ -114,13 +118,13 @@ def login(
 ) -> Response:
     """Check the operator token (unless the throttle holds sign-ins back) and start a session:
     a database row, named by a random key in the signed cookie."""
-    session = _verified_post(request, csrf)
+    session = verified_post(request, csrf)
     state = request.app.state
     client = request.client.host if request.client else None
     try:
         outcome = run_unit(state.db, state.dispatch, auth_sessions.sign_in, token, client)
     except ServiceUnavailable as exc:  # the token may be right: say what is wrong instead
-        return _render(
+        return render_page(
             request,
             session,
             "login.html",
@@ -132,7 +136,7 @@ def login(
     if outcome.held is not None:
         return _throttled(request, session, outcome.held, next)
     if outcome.key is None:
-        return _render(
+        return render_page(
             request,
             session,
             "login.html",
@@ -142,7 +146,7 @@ def login(
             error="That is not an operator token of this Inbots. Check it and try again.",
         )
     fresh = Session(key=outcome.key)  # a new CSRF token for the signed-in session
-    return _redirect(request, local_path(next), fresh)
+    return redirect(request, local_path(next), fresh)
 
 
 def _throttled(request: Request, session: Session, held: Held, next_path: str) -> Response:
@@ -158,7 +162,7 @@ def _throttled(request: Request, session: Session, held: Held, next_path: str) -
     if _wants_json(request):
         limited = RateLimited(message)
         return envelope(limited.status, limited.code, limited.message, headers=retry_after)
-    response = _render(
+    response = render_page(
         request,
         session,
         "login.html",
@@ -180,13 +184,13 @@ def _wants_json(request: Request) -> bool:
 def logout(request: Request, csrf: Csrf = "") -> Response:
     """End the session on the server (a POST, so a link elsewhere cannot sign the operator
     out): the cookie stops working everywhere, copies included."""
-    session = _verified_post(request, csrf)
+    session = verified_post(request, csrf)
     if session.key is not None:
         state = request.app.state
         run_unit(state.db, state.dispatch, auth_sessions.end_session, session.key)
     farewell = Session()
     farewell.say("ok", "Signed out.")
-    return _redirect(request, "/login", farewell)
+    return redirect(request, "/login", farewell)
 
 
 # --- exception handlers (installed by inbots.dashboard.install) --------------------------------
@@ -201,11 +205,11 @@ async def on_login_required(request: Request, exc: Exception) -> Response:
     if exc.ended:
         session = Session()
         session.say("error", "Your session has ended; sign in again.")
-    return _redirect(request, target, session)
+    return redirect(request, target, session)
 
 
 async def on_csrf_rejected(request: Request, exc: Exception) -> Response:
-    return _refusal_page(
+    return refusal_page(
         request,
         403,
         "Form rejected",

@@ -30,15 +30,15 @@ from inbots.dashboard.auth import (
     Csrf,
     LoginRequired,
     Next,
+    SessionEnded,
     Text,
-    _as_operator,
-    _form_session,
-    _SessionEnded,
-    _verified_post,
+    as_operator,
+    form_session,
+    verified_post,
 )
-from inbots.dashboard.render import _redirect, _refusal_page, _render
+from inbots.dashboard.render import redirect, refusal_page, render_page
 from inbots.dashboard.session import Session, local_path
-from inbots.dashboard.views import _page
+from inbots.dashboard.views import show_page
 from inbots.db.uow import run_unit
 from inbots.deliveries import console
 from inbots.deliveries import service as deliveries
@@ -67,26 +67,26 @@ def _act(
 ) -> Response:
     """One operator action (POST): CSRF, sign-in, one unit of work, then back where it came from
     with a message saying what happened."""
-    session = _verified_post(request, csrf)
+    session = verified_post(request, csrf)
     if session.key is None:
         raise LoginRequired()
     state = request.app.state
     try:
-        run_unit(state.db, state.dispatch, _as_operator, session.key, fn, *args)
+        run_unit(state.db, state.dispatch, as_operator, session.key, fn, *args)
         session.say("ok", success)
-    except _SessionEnded:
+    except SessionEnded:
         raise LoginRequired(ended=True) from None
     except InbotsError as exc:
         session.say("error", exc.message)
-    return _redirect(request, local_path(next_path), session)
+    return redirect(request, local_path(next_path), session)
 
 
 def _write(request: Request, session: Session, fn: Callable[..., T], /, *args: Any) -> T:
     """One writing unit of work as the operator: ``fn(uow, caller, *args)``."""
     state = request.app.state
     try:
-        result: T = run_unit(state.db, state.dispatch, _as_operator, session.key, fn, *args)
-    except _SessionEnded:
+        result: T = run_unit(state.db, state.dispatch, as_operator, session.key, fn, *args)
+    except SessionEnded:
         raise LoginRequired(ended=True) from None
     except DataError:  # a value the database cannot hold slipped past validation (as the API)
         log.warning("database refused a value of a dashboard form")
@@ -114,7 +114,7 @@ def _optional(value: str) -> str | None:
 def _shown_once(request: Request, session: Session, title: str, **context: Any) -> Response:
     """A page holding a secret (an API key, a signing secret): answered to the POST itself, so
     the secret is in no URL, never cached (``Cache-Control: no-store``), never shown again."""
-    return _render(request, session, "secret.html", section="agents", title=title, **context)
+    return render_page(request, session, "secret.html", section="agents", title=title, **context)
 
 
 # --- buttons: one service call each, then back to the page they were on ------------------------
@@ -179,9 +179,9 @@ def approval_reject(
     try:
         rejection = _request(DecisionRequest, reason=_optional(reason))
     except InbotsError as exc:  # a reason that cannot be stored: said, nothing changed
-        session = _form_session(request, csrf)
+        session = form_session(request, csrf)
         session.say("error", exc.message)
-        return _redirect(request, local_path(next), session)
+        return redirect(request, local_path(next), session)
     return _act(
         request,
         csrf,
@@ -205,7 +205,7 @@ def agent_register(
     webhook_url: Text = "",
 ) -> Response:
     """``POST /v1/agents``: the API key (and the signing secret, with a webhook) shown once."""
-    session = _form_session(request, csrf)
+    session = form_session(request, csrf)
     form = {"name": name, "description": description, "webhook_url": webhook_url}
     try:
         body = _request(
@@ -216,7 +216,7 @@ def agent_register(
         )
         created = _write(request, session, agents_service.register_agent, body)
     except InbotsError as exc:
-        return _page(
+        return show_page(
             request,
             "agent_new.html",
             "agents",
@@ -241,7 +241,7 @@ def agent_register(
 @router.post("/agents/{agent_id}/archive")
 def agent_archive(request: Request, agent_id: str, csrf: Csrf = "", confirm: Text = "") -> Response:
     """``POST /v1/agents/{id}/archive``, once the operator ticked the confirmation."""
-    session = _form_session(request, csrf)
+    session = form_session(request, csrf)
     try:
         if confirm != "yes":
             raise Invalid(
@@ -250,7 +250,7 @@ def agent_archive(request: Request, agent_id: str, csrf: Csrf = "", confirm: Tex
             )
         archived = _write(request, session, agents_service.archive_agent, agent_id)
     except InbotsError as exc:
-        return _page(
+        return show_page(
             request,
             "agent.html",
             "agents",
@@ -262,18 +262,18 @@ def agent_archive(request: Request, agent_id: str, csrf: Csrf = "", confirm: Tex
             form_error=exc,
         )
     session.say("ok", f"Agent {archived.username} archived: its keys no longer work.")
-    return _redirect(request, "/agents", session)
+    return redirect(request, "/agents", session)
 
 
 @router.post("/agents/{agent_id}/webhook")
 def agent_webhook(request: Request, agent_id: str, csrf: Csrf = "", url: Text = "") -> Response:
     """``PUT /v1/agents/{id}/webhook``: a first URL mints the signing secret, shown once."""
-    session = _form_session(request, csrf)
+    session = form_session(request, csrf)
     try:
         body = _request(WebhookSet, url=url.strip())
         result = _write(request, session, actions.set_webhook, agent_id, body)
     except InbotsError as exc:
-        return _page(
+        return show_page(
             request,
             "agent.html",
             "agents",
@@ -286,7 +286,7 @@ def agent_webhook(request: Request, agent_id: str, csrf: Csrf = "", url: Text = 
         )
     if not result.minted:
         session.say("ok", f"Webhook URL of {result.agent} set; its signing secret is unchanged.")
-        return _redirect(request, f"/agents/{agent_id}", session)
+        return redirect(request, f"/agents/{agent_id}", session)
     return _shown_once(
         request,
         session,
@@ -303,11 +303,11 @@ def agent_webhook(request: Request, agent_id: str, csrf: Csrf = "", url: Text = 
 def agent_webhook_rotate(request: Request, agent_id: str, csrf: Csrf = "") -> Response:
     """``POST /v1/agents/{id}/webhook/rotate``: the new secret shown once; the previous one
     keeps signing for the overlap."""
-    session = _form_session(request, csrf)
+    session = form_session(request, csrf)
     try:
         result = _write(request, session, actions.rotate_secret, agent_id)
     except InbotsError as exc:
-        return _page(
+        return show_page(
             request,
             "agent.html",
             "agents",
@@ -354,7 +354,7 @@ def thread_open(
 ) -> Response:
     """``POST /v1/threads`` and, with a first message, ``POST /v1/threads/{id}/messages``, in
     one transaction."""
-    session = _form_session(request, csrf)
+    session = form_session(request, csrf)
     chosen = participants or []
     form = {
         "title": title,
@@ -379,7 +379,7 @@ def thread_open(
             first = _request(MessageCreate, **_message_fields(body, summary, kind, priority))
         opened = _write(request, session, actions.open_thread, thread, first)
     except InbotsError as exc:
-        return _page(
+        return show_page(
             request,
             "thread_new.html",
             "threads",
@@ -390,7 +390,7 @@ def thread_open(
             form_error=exc,
         )
     session.say("ok", "Thread opened" + (" and your message sent." if first else "."))
-    return _redirect(request, f"/threads/{opened.id}", session)
+    return redirect(request, f"/threads/{opened.id}", session)
 
 
 @router.post("/threads/{thread_id}")
@@ -404,13 +404,13 @@ def thread_post(
     priority: Text = "",
 ) -> Response:
     """``POST /v1/threads/{id}/messages`` as the operator (who joins the thread)."""
-    session = _form_session(request, csrf)
+    session = form_session(request, csrf)
     form = {"body": body, "summary": summary, "kind": kind, "priority": priority}
     try:
         message = _request(MessageCreate, **_message_fields(body, summary, kind, priority))
         sent = _write(request, session, messages.send_message, thread_id, message)
     except InbotsError as exc:
-        return _page(
+        return show_page(
             request,
             "thread.html",
             "threads",
@@ -423,7 +423,7 @@ def thread_post(
         )
     count = len(sent.deliveries)
     session.say("ok", f"Message sent to {count} recipient{'s' if count != 1 else ''}.")
-    return _redirect(request, f"/threads/{thread_id}#{sent.message.id}", session)
+    return redirect(request, f"/threads/{thread_id}#{sent.message.id}", session)
 
 
 @router.post("/inbox/{delivery_id}/reply")
@@ -437,13 +437,13 @@ def inbox_reply(
 ) -> Response:
     """A reply in the message's thread: ``POST /v1/threads/{id}/messages`` with ``reply_to``,
     the thread and the message those of the delivery in the path (the operator's own)."""
-    session = _form_session(request, csrf)
+    session = form_session(request, csrf)
     form = {"form": "reply", "body": body, "summary": summary, "kind": kind}
     try:
         message = _request(MessageCreate, **_message_fields(body, summary, kind, ""))
         _write(request, session, actions.reply, delivery_id, message)
     except InbotsError as exc:
-        return _page(
+        return show_page(
             request,
             "message.html",
             "inbox",
@@ -456,7 +456,7 @@ def inbox_reply(
             form_error=exc,
         )
     session.say("ok", "Reply sent.")
-    return _redirect(request, f"/inbox/{delivery_id}", session)
+    return redirect(request, f"/inbox/{delivery_id}", session)
 
 
 @router.post("/inbox/{delivery_id}/ack")
@@ -464,7 +464,7 @@ def inbox_ack(
     request: Request, delivery_id: str, csrf: Csrf = "", outcome: Text = "", note: Text = ""
 ) -> Response:
     """``POST /v1/acks`` for this delivery: done or declined, with an optional note."""
-    session = _form_session(request, csrf)
+    session = form_session(request, csrf)
     form = {"form": "ack", "outcome": outcome, "note": note}
     try:
         ack = _request(
@@ -474,7 +474,7 @@ def inbox_ack(
         if delivery_id in result.not_found:  # the API answers 200 and lists it; a page says so
             raise not_found("delivery", delivery_id)
     except InbotsError as exc:
-        return _page(
+        return show_page(
             request,
             "message.html",
             "inbox",
@@ -488,16 +488,16 @@ def inbox_ack(
         )
     if delivery_id in result.already:
         session.say("ok", "It was already acknowledged; nothing changed.")
-        return _redirect(request, "/inbox", session)
+        return redirect(request, "/inbox", session)
     said = {"declined": "Declined"}.get(outcome, "Acknowledged")
     session.say("ok", f"{said}; the sender sees it with your note." if note.strip() else f"{said}.")
-    return _redirect(request, "/inbox", session)
+    return redirect(request, "/inbox", session)
 
 
 async def too_large_page(request: Request, message: str) -> Response:
     """A form larger than the request body limit (refused before it was read): the dashboard's
     error page, as a browser should show it, rather than the API's JSON."""
-    return _refusal_page(
+    return refusal_page(
         request,
         413,
         "Too large to send",

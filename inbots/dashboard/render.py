@@ -1,7 +1,7 @@
 """How the dashboard draws its answers: the Jinja environment and the small formatting filters
-the templates share, then a template as the answer to a request (:func:`_render`: the session's
-flash and cookie, a live page's digest), a redirect (:func:`_redirect`) and the error page of a
-request refused before any service saw it (:func:`_refusal_page`). Every answer carries the same
+the templates share, then a template as the answer to a request (:func:`render_page`: the session's
+flash and cookie, a live page's digest), a redirect (:func:`redirect`) and the error page of a
+request refused before any service saw it (:func:`refusal_page`). Every answer carries the same
 headers (:func:`harden`: never cached, never framed, no foreign code)."""
 
 from __future__ import annotations
@@ -117,14 +117,17 @@ def harden(response: Response) -> Response:
     return response
 
 
-def _here(request: Request) -> str:
+def current_path(request: Request) -> str:
+    """The request's path with its query: where to come back to."""
     query = request.url.query
     return request.url.path + ("?" + query if query else "")
 
 
-def _render(
+def render_page(
     request: Request, session: Session, template: str, *, http_status: int = 200, **context: Any
 ) -> HTMLResponse:
+    """``template`` drawn for the request (whole, or only its ``<main>`` for a live page's
+    refresh), with the session's flash and cookie, at ``http_status``."""
     partial = request.headers.get("x-partial") == "1"
     flash = None if partial else session.take_flash()
     context.setdefault("live", False)
@@ -137,7 +140,7 @@ def _render(
     shared = dict(
         csrf=session.csrf,
         signed_in=session.key is not None,
-        here=_here(request),
+        here=current_path(request),
         static=STATIC_PATH,
         version=__version__,
         refresh_ms=LIVE_REFRESH_MS,
@@ -165,17 +168,18 @@ def _hours(seconds: float) -> str:
     return f"{max(1, round(seconds / 60))} minutes"
 
 
-def _redirect(request: Request, target: str, session: Session | None = None) -> Response:
+def redirect(request: Request, target: str, session: Session | None = None) -> Response:
+    """303 to ``target``, storing ``session`` (its flash) when given."""
     response = RedirectResponse(target, status_code=303)
     if session is not None:
         sessions_of(request).store(request, response, session)
     return harden(response)
 
 
-def _refusal_page(request: Request, status: int, title: str, message: str) -> Response:
+def refusal_page(request: Request, status: int, title: str, message: str) -> Response:
     """A form refused before any service saw it: the error page, with the session the cookie
     names (if any) for the top bar."""
     session = sessions_of(request).load(request) or Session(dirty=False)
-    return _render(
+    return render_page(
         request, session, "error.html", http_status=status, title=title, error=None, message=message
     )

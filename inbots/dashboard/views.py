@@ -1,10 +1,10 @@
 """The dashboard's pages (the GETs): each route names its template and the function that builds
 its data (:mod:`.pages`).
 
-:func:`_page` runs the builder in one unit of work as the signed-in operator (:mod:`.auth`) —
+:func:`show_page` runs the builder in one unit of work as the signed-in operator (:mod:`.auth`) —
 read only, or stamping for the operator's own mail, as the API's reads of it do — adds what the
 top bar shows, and draws the template, refreshing itself when live. A service's error becomes the
-error page, at its status. A form its service refused is shown again through :func:`_page` too
+error page, at its status. A form its service refused is shown again through :func:`show_page` too
 (:mod:`.forms`), with what was typed.
 """
 
@@ -18,8 +18,8 @@ from fastapi import APIRouter, Request, Response
 from inbots.approvals import service as approvals
 from inbots.caller import Caller
 from inbots.dashboard import pages
-from inbots.dashboard.auth import LoginRequired, _as_operator, _SessionEnded, _signed_in
-from inbots.dashboard.render import _here, _render
+from inbots.dashboard.auth import LoginRequired, SessionEnded, as_operator, signed_in
+from inbots.dashboard.render import current_path, render_page
 from inbots.dashboard.session import Session
 from inbots.db.uow import UnitOfWork, mostly_reads, reads, run_unit
 from inbots.deliveries import service as deliveries
@@ -38,7 +38,7 @@ def _with_nav(uow: UnitOfWork, caller: Caller, data: dict[str, Any]) -> dict[str
 def _build_page(
     uow: UnitOfWork, key: str | None, build: Callable[..., dict[str, Any]], /, *args: Any
 ) -> dict[str, Any]:
-    return _as_operator(uow, key, lambda u, c, *a: _with_nav(u, c, build(u, c, *a)), *args)
+    return as_operator(uow, key, lambda u, c, *a: _with_nav(u, c, build(u, c, *a)), *args)
 
 
 @reads
@@ -58,7 +58,7 @@ def _stamping_page_as_operator(
     return _build_page(uow, key, build, *args)
 
 
-def _page(
+def show_page(
     request: Request,
     template: str,
     section: str,
@@ -76,15 +76,15 @@ def _page(
     POST whose service refused it): the same page, not live, showing the input again with
     ``form_error``."""
     if session is None:
-        session = _signed_in(request)
+        session = signed_in(request)
     state = request.app.state
     unit = _stamping_page_as_operator if stamps else _page_as_operator
     try:
         data = run_unit(state.db, state.dispatch, unit, session.key, build, *args)
-    except _SessionEnded:
-        raise LoginRequired(_here(request), ended=True) from None
+    except SessionEnded:
+        raise LoginRequired(current_path(request), ended=True) from None
     except InbotsError as exc:
-        return _render(
+        return render_page(
             request,
             session,
             "error.html",
@@ -94,8 +94,10 @@ def _page(
             error=exc,
         )
     if form is None:
-        return _render(request, session, template, section=section, title=title, live=live, **data)
-    return _render(
+        return render_page(
+            request, session, template, section=section, title=title, live=live, **data
+        )
+    return render_page(
         request,
         session,
         template,
@@ -115,19 +117,19 @@ def _page(
 def overview(request: Request) -> Response:
     """Counters, and the stalled and failed deliveries with their attempt logs."""
     waiting = request.app.state.dispatch.backlog()
-    return _page(request, "overview.html", "overview", "Overview", pages.overview, waiting)
+    return show_page(request, "overview.html", "overview", "Overview", pages.overview, waiting)
 
 
 @router.get("/agents")
 def agents(request: Request) -> Response:
     """Every agent: activity, webhook URL and webhook health."""
-    return _page(request, "agents.html", "agents", "Agents", pages.agent_list)
+    return show_page(request, "agents.html", "agents", "Agents", pages.agent_list)
 
 
 @router.get("/agents/new")
 def agent_new(request: Request) -> Response:
     """The form registering an agent."""
-    return _page(
+    return show_page(
         request, "agent_new.html", "agents", "Register an agent", pages.agent_form, live=False
     )
 
@@ -135,13 +137,13 @@ def agent_new(request: Request) -> Response:
 @router.get("/agents/{agent_id}")
 def agent_view(request: Request, agent_id: str) -> Response:
     """One agent: its webhook (set the URL, rotate the secret) and archiving."""
-    return _page(request, "agent.html", "agents", "Agent", pages.agent_view, agent_id)
+    return show_page(request, "agent.html", "agents", "Agent", pages.agent_view, agent_id)
 
 
 @router.get("/inbox")
 def inbox(request: Request, status: str = "", cursor: str = "") -> Response:
     """The operator's own mail, as ``GET /v1/inbox`` answers the operator token."""
-    return _page(
+    return show_page(
         request,
         "inbox.html",
         "inbox",
@@ -156,7 +158,7 @@ def inbox(request: Request, status: str = "", cursor: str = "") -> Response:
 @router.get("/inbox/{delivery_id}")
 def inbox_message(request: Request, delivery_id: str) -> Response:
     """One message of the operator's inbox, whole, with the reply and acknowledge forms."""
-    return _page(
+    return show_page(
         request,
         "message.html",
         "inbox",
@@ -171,13 +173,13 @@ def inbox_message(request: Request, delivery_id: str) -> Response:
 def approval_queue(request: Request) -> Response:
     """The held messages waiting for the operator (``GET /v1/approvals``), with Approve and
     Reject."""
-    return _page(request, "approvals.html", "approvals", "Approvals", pages.approvals_page)
+    return show_page(request, "approvals.html", "approvals", "Approvals", pages.approvals_page)
 
 
 @router.get("/threads/new")
 def thread_new(request: Request) -> Response:
     """The form opening a thread as the operator."""
-    return _page(
+    return show_page(
         request, "thread_new.html", "threads", "Open a thread", pages.thread_form, live=False
     )
 
@@ -185,16 +187,20 @@ def thread_new(request: Request) -> Response:
 @router.get("/threads")
 def thread_list(request: Request, status: str = "") -> Response:
     """Threads with participants and status, and the close requests waiting for the operator."""
-    return _page(request, "threads.html", "threads", "Threads", pages.thread_list, status or None)
+    return show_page(
+        request, "threads.html", "threads", "Threads", pages.thread_list, status or None
+    )
 
 
 @router.get("/threads/{thread_id}")
 def thread_view(request: Request, thread_id: str) -> Response:
     """One thread: each message with every recipient's receipt."""
-    return _page(request, "thread.html", "threads", "Thread", pages.thread_view, thread_id)
+    return show_page(request, "thread.html", "threads", "Thread", pages.thread_view, thread_id)
 
 
 @router.get("/deliveries/{delivery_id}")
 def delivery_view(request: Request, delivery_id: str) -> Response:
     """One delivery: its stamps and its attempt log."""
-    return _page(request, "delivery.html", "overview", "Delivery", pages.delivery_view, delivery_id)
+    return show_page(
+        request, "delivery.html", "overview", "Delivery", pages.delivery_view, delivery_id
+    )

@@ -7,16 +7,16 @@ the ones here, whatever the batch.
 
 The attempt runs in three steps so no transaction is open during the HTTP call:
 
-1. **claim** (short transaction; :func:`_claim_in`, then :func:`_take` once the URL's slot is
+1. **claim** (short transaction; :func:`claim_in`, then :func:`take` once the URL's slot is
    known): re-read the delivery and return early when the work is done or no longer wanted;
    otherwise take a lease on one of the URL's in-flight slots and mark the delivery claimed for
    one attempt's worth of time, so a duplicate job cannot send alongside. When the URL has no
    free slot the delivery is **parked** instead (:mod:`.parking`) and the job ends: it is
    published again when a slot frees, not every so often to ask;
-2. **send** (:func:`_send_and_release`): resolve and check the target again, sign afresh, POST
+2. **send** (:func:`send_and_release`): resolve and check the target again, sign afresh, POST
    with httpx (no redirects, no proxies, the configured timeout) to the very address that was
    checked; then give the slot back;
-3. **record** (short transaction; :func:`_settle`): write the attempt row, release the claim,
+3. **record** (short transaction; :func:`settle`): write the attempt row, release the claim,
    stamp ``notified_at``, schedule a retry (``next_attempt_at``, :func:`retry_delay`) or stamp
    ``failed_at`` (:func:`_fail`); :mod:`.notify` then wakes the oldest delivery parked on the URL
    for the slot just freed.
@@ -118,7 +118,9 @@ def make_client(settings: Settings) -> httpx.Client:
 
 
 @dataclass
-class _Claim:
+class Claim:
+    """A row claimed for one attempt: what the POST needs, and what recording it needs."""
+
     url: str
     secrets: list[str]
     payload: bytes
@@ -135,27 +137,29 @@ class _Claim:
 
 
 @dataclass
-class _Parked:
+class Parked:
+    """A row parked on its URL's line (``key``): no slot was free."""
+
     key: str
 
 
 @dataclass
-class _Ready:
+class Ready:
     """A row that passed every check of its claim: what is left is one of its URL's slots
     (taken for all the batch's rows at once, :meth:`~inbots.dispatch.limiter.Limiter.
-    acquire_all`), then the claim itself or the parking (:func:`_take`)."""
+    acquire_all`), then the claim itself or the parking (:func:`take`)."""
 
     row: outbox.Row
-    claim: _Claim  # its lease still to come
+    claim: Claim  # its lease still to come
 
 
-def _claim_in(
+def claim_in(
     uow: Any,
     engine: Engine,
     job: Job,
     now: datetime,
     read: tuple[outbox.Loaded, tuple[int, int, bool]] | None = None,
-) -> _Ready | Result:
+) -> Ready | Result:
     """Check one job's row for its claim: what the job comes to without sending, or the row
     ready for a slot. ``read``: the row loaded and its attempts counted already (a batch's
     delivery), else both are read here."""
@@ -206,7 +210,7 @@ def _claim_in(
         # recorded, or its worker died and this job makes the next one) — never every so often.
         ended = row.claimed_until - timedelta(seconds=s.claim_seconds - s.inflight_lease_seconds)
         wait = ((ended if ended > now else row.claimed_until) - now).total_seconds()
-        return _busy(s, wait)
+        return busy(s, wait)
     if row.next_attempt_at is not None and row.next_attempt_at > now + timedelta(seconds=0.05):
         # A retry of this publish is scheduled later: this job is early (a duplicate).
         wait = (row.next_attempt_at - now).total_seconds()
@@ -222,7 +226,7 @@ def _claim_in(
     payload = loaded.body(s.summary_shown)
     row.job_trigger = job.trigger
     alert = isinstance(row, Event) and row.type in subscriptions.ALERT_TYPES
-    claim = _Claim(
+    claim = Claim(
         recipient.webhook_url,
         secrets,
         payload,
@@ -237,23 +241,23 @@ def _claim_in(
         recipient.webhook_failures or 0,
         alert,
     )
-    return _Ready(row, claim)
+    return Ready(row, claim)
 
 
-def _busy(s: Settings, wait: float | None = None) -> Result:
+def busy(s: Settings, wait: float | None = None) -> Result:
     """Another attempt holds the row: come back ``wait`` seconds from now (by default when an
     attempt claimed just now must have ended: its slot's lease)."""
     wait = s.inflight_lease_seconds if wait is None else wait
     return Result("busy", countdown=wait + 0.05, reason="another attempt is running")
 
 
-def _take(s: Settings, ready: _Ready, lease: str | None, now: datetime) -> _Claim | _Parked:
+def take(s: Settings, ready: Ready, lease: str | None, now: datetime) -> Claim | Parked:
     """A ready row with its slot (``lease``) is claimed for one attempt; without one (its URL at
     its cap) it is parked until a slot frees."""
     row, claim = ready.row, ready.claim
     if lease is None:
         park(row, claim.key, now)
-        return _Parked(claim.key)
+        return Parked(claim.key)
     row.claimed_until = now + timedelta(seconds=s.claim_seconds)
     row.next_attempt_at = None
     unpark(row)
@@ -270,7 +274,9 @@ def _accepted_at(row: outbox.Row) -> datetime:
 
 
 @dataclass
-class _Sent:
+class Sent:
+    """How one POST went: when, how long, the status (None without an HTTP answer), why."""
+
     started_at: datetime
     duration_ms: int
     status_code: int | None
@@ -296,13 +302,13 @@ def _classify_error(exc: Exception) -> str:
     return "connect"
 
 
-def _send(engine: Engine, claim: _Claim, webhook_id: str) -> _Sent:
+def _send(engine: Engine, claim: Claim, webhook_id: str) -> Sent:
     started = utcnow()
     clock = time.monotonic()
 
-    def done(status: int | None, reason: str, excerpt: str | None = None) -> _Sent:
+    def done(status: int | None, reason: str, excerpt: str | None = None) -> Sent:
         elapsed = int((time.monotonic() - clock) * 1000)
-        return _Sent(started, elapsed, status, reason, excerpt)
+        return Sent(started, elapsed, status, reason, excerpt)
 
     try:
         target = url_policy.resolve(
@@ -351,14 +357,16 @@ def _send(engine: Engine, claim: _Claim, webhook_id: str) -> _Sent:
     return done(code, f"http_{code}", text)
 
 
-def _send_and_release(engine: Engine, claim: _Claim, webhook_id: str) -> _Sent:
+def send_and_release(engine: Engine, claim: Claim, webhook_id: str) -> Sent:
+    """The POST of a claimed row (no transaction open), then its URL's slot given back."""
     try:
         return _send(engine, claim, webhook_id)
     finally:
-        _release(engine, claim.key, claim.lease)
+        release_slot(engine, claim.key, claim.lease)
 
 
-def _release(engine: Engine, key: str, lease: str) -> None:
+def release_slot(engine: Engine, key: str, lease: str) -> None:
+    """Give the URL's slot back (a Redis failure only logs: the lease runs out by itself)."""
     try:
         engine.limiter.release(key, lease)
     except Exception as exc:  # the lease expires by itself; the attempt must still be recorded
@@ -375,7 +383,7 @@ def retry_delay(settings: Settings, attempts_made: int) -> float:
     return base * random.uniform(1 - spread, 1 + spread)
 
 
-def _attempt(job: Job, claim: _Claim, sent: _Sent) -> dict[str, Any]:
+def attempt_row(job: Job, claim: Claim, sent: Sent) -> dict[str, Any]:
     """The attempt row of one finished try."""
     return attempt_values(
         job.row_id,
@@ -391,12 +399,14 @@ def _attempt(job: Job, claim: _Claim, sent: _Sent) -> dict[str, Any]:
     )
 
 
-def _settle(uow: Any, s: Settings, job: Job, claim: _Claim, sent: _Sent) -> Result:
+def settle(uow: Any, s: Settings, job: Job, claim: Claim, sent: Sent) -> Result:
+    """Record one attempt alone, in ``uow``: its row, the claim released, and the retry, the
+    failure or the stamp its answer calls for (with the recipient's failure streak)."""
     made = claim.attempts_so_far + 1
     session = uow.session
     kind = outbox.kind_of(job)
     # An INSERT of one row, without the unit of work's flush machinery.
-    session.execute(insert(ATTEMPTS), _attempt(job, claim, sent))
+    session.execute(insert(ATTEMPTS), attempt_row(job, claim, sent))
     raised: list[Job] = []  # the operator's alerts this attempt raises
     if not claim.alert:  # the alert webhook's own failures are no agent's failing streak
         raised = alerts.webhook_attempted(
@@ -449,7 +459,8 @@ def _fail(uow: Any, kind: outbox.Kind, row_id: str, reason: str) -> list[Job]:
 # --- the URL's free slots; what each attempt tells the metrics and the log ---------------------
 
 
-def _free(engine: Engine, key: str) -> int:
+def free_slots(engine: Engine, key: str) -> int:
+    """How many of the URL's slots are free now (0 when Redis cannot say)."""
     try:
         return engine.limiter.free(key)
     except Exception as exc:  # the sweep wakes what this could not
@@ -457,17 +468,18 @@ def _free(engine: Engine, key: str) -> int:
         return 0
 
 
-def _wake_if_free(engine: Engine, key: str) -> list[Job]:
+def wake_if_free(engine: Engine, key: str) -> list[Job]:
     """Just parked: if a slot came free meanwhile, its release may have looked for a parked
     delivery before this one was in the line, so wake as many as there are free slots."""
-    free = _free(engine, key)
+    free = free_slots(engine, key)
     if free <= 0:
         return []
     with unit_of_work(engine.db) as uow:
         return wake(uow.session, key, free, utcnow())
 
 
-def _observe(job: Job, claim: _Claim, sent: _Sent, result: Result) -> None:
+def observe(job: Job, claim: Claim, sent: Sent, result: Result) -> None:
+    """What one attempt tells the metrics and the log."""
     delivery = job.kind == "delivery"
     metrics.observe_attempt(
         sent.reason, sent.status_code, sent.duration_ms, result.outcome, delivery

@@ -34,21 +34,21 @@ from inbots.db.uow import unit_of_work
 from inbots.deliveries import outbox
 from inbots.deliveries.attempt import (
     ATTEMPTS,
+    Claim,
     Engine,
-    _attempt,
-    _busy,
-    _Claim,
-    _claim_in,
-    _free,
-    _observe,
-    _Parked,
-    _Ready,
-    _release,
-    _send_and_release,
-    _Sent,
-    _settle,
-    _take,
-    _wake_if_free,
+    Parked,
+    Ready,
+    Sent,
+    attempt_row,
+    busy,
+    claim_in,
+    free_slots,
+    observe,
+    release_slot,
+    send_and_release,
+    settle,
+    take,
+    wake_if_free,
 )
 from inbots.deliveries.attempts import count_delivery_attempts
 from inbots.deliveries.parking import wake, with_lines
@@ -94,21 +94,21 @@ def _notify_all(
 ) -> None:
     order = sorted(range(len(jobs)), key=lambda i: jobs[i].row_id)
     claimed = _claim_together(engine, [jobs[i] for i in order], utcnow())
-    sending: list[tuple[int, _Claim]] = []
+    sending: list[tuple[int, Claim]] = []
     for k, claim in claimed.items():
         i = order[k]
         if isinstance(claim, Result):
             settled(i, claim)
-        elif isinstance(claim, _Parked):
-            woken = _wake_if_free(engine, claim.key)
+        elif isinstance(claim, Parked):
+            woken = wake_if_free(engine, claim.key)
             settled(i, Result("parked", reason="URL at its in-flight cap", wake=tuple(woken)))
         else:
             sending.append((i, claim))
     if len(sending) == 1:  # no thread hop for a batch of one
         i, claim = sending[0]
-        sent = _send_and_release(engine, claim, jobs[i].row_id)
+        sent = send_and_release(engine, claim, jobs[i].row_id)
         result = _record_all(engine, [(jobs[i], claim, sent)])[0]
-        _observe(jobs[i], claim, sent, result)
+        observe(jobs[i], claim, sent, result)
         settled(i, result)
     elif sending:
         _send_and_record(engine, jobs, sending, settled)
@@ -127,34 +127,34 @@ def _notify_all(
 def _send_and_record(
     engine: Engine,
     jobs: Sequence[Job],
-    sending: Sequence[tuple[int, _Claim]],
+    sending: Sequence[tuple[int, Claim]],
     settled: Callable[[int, Result], None],
 ) -> None:
     """POST the claimed jobs side by side; record each as soon as it is done, with the others
     that finished meanwhile."""
     posts = {
-        engine.senders.submit(_send_and_release, engine, claim, jobs[i].row_id): (i, claim)
+        engine.senders.submit(send_and_release, engine, claim, jobs[i].row_id): (i, claim)
         for i, claim in sending
     }
-    pending: set[Future[_Sent]] = set(posts)
+    pending: set[Future[Sent]] = set(posts)
     while pending:
         finished, pending = wait(pending, return_when=FIRST_COMPLETED)
         done = [(posts[f], f.result()) for f in finished]
         recorded = _record_all(engine, [(jobs[i], claim, sent) for (i, claim), sent in done])
         for ((i, claim), sent), result in zip(done, recorded, strict=True):
-            _observe(jobs[i], claim, sent, result)
+            observe(jobs[i], claim, sent, result)
             settled(i, result)
 
 
 def _claim_together(
     engine: Engine, jobs: Sequence[Job], now: datetime
-) -> dict[int, _Claim | _Parked | Result]:
+) -> dict[int, Claim | Parked | Result]:
     """Claim jobs' rows in one short transaction, in the order given (row-id order), and say what
     each claim came to, by the job's index. Of several jobs, only the rows no other transaction
     holds are claimed (:func:`~.outbox.lock_free`; the others are left out of the answer, for
     the caller to claim alone); if the transaction fails, the slots taken are given back."""
-    taken: list[_Claim] = []
-    claimed: dict[int, _Claim | _Parked | Result] = {}
+    taken: list[Claim] = []
+    claimed: dict[int, Claim | Parked | Result] = {}
     try:
         with unit_of_work(engine.db) as uow:
             free = None
@@ -162,16 +162,16 @@ def _claim_together(
             if len(jobs) > 1:
                 free = outbox.lock_free(uow.session, [job.row_id for job in jobs])
                 read = _read_deliveries(uow.session, [job for job in jobs if job.row_id in free])
-            ready: dict[int, _Ready] = {}
+            ready: dict[int, Ready] = {}
             readied: set[str] = set()
             for i, job in enumerate(jobs):
                 if free is not None and job.row_id not in free:
                     continue
                 if job.row_id in readied:  # the same row twice: as a duplicate job would find it
-                    claimed[i] = _busy(engine.settings)
+                    claimed[i] = busy(engine.settings)
                     continue
-                one = _claim_in(uow, engine, job, now, read.get(job.row_id))
-                if isinstance(one, _Ready):
+                one = claim_in(uow, engine, job, now, read.get(job.row_id))
+                if isinstance(one, Ready):
                     ready[i] = one
                     readied.add(job.row_id)
                 else:
@@ -184,11 +184,11 @@ def _claim_together(
                     one.claim.lease = lease
                     taken.append(one.claim)
             for (i, one), lease in zip(ready.items(), leases, strict=True):
-                claimed[i] = _take(engine.settings, one, lease, now)
+                claimed[i] = take(engine.settings, one, lease, now)
         return {i: claimed[i] for i in sorted(claimed)}  # in the order given
     except BaseException:
         for claim in taken:  # taken, but the claim did not commit
-            _release(engine, claim.key, claim.lease)
+            release_slot(engine, claim.key, claim.lease)
         raise
 
 
@@ -207,7 +207,7 @@ def _read_deliveries(session: Any, jobs: Sequence[Job]) -> _Read:
     return {r: (one, counted[r]) for r, one in loaded.items()}
 
 
-def _record_all(engine: Engine, done: Sequence[tuple[Job, _Claim, _Sent]]) -> list[Result]:
+def _record_all(engine: Engine, done: Sequence[tuple[Job, Claim, Sent]]) -> list[Result]:
     """Record finished attempts: those whose rows no other transaction holds together in one
     short transaction, each of the others in one of its own (:func:`~.outbox.lock_free`); and
     hand each slot they freed to the oldest delivery parked on its URL."""
@@ -218,9 +218,7 @@ def _record_all(engine: Engine, done: Sequence[tuple[Job, _Claim, _Sent]]) -> li
     return [recorded[i] for i in range(len(done))]
 
 
-def _record_together(
-    engine: Engine, done: Sequence[tuple[Job, _Claim, _Sent]]
-) -> dict[int, Result]:
+def _record_together(engine: Engine, done: Sequence[tuple[Job, Claim, Sent]]) -> dict[int, Result]:
     """Record attempts in one transaction and say what each came to, by index; of several, only
     the plain successes whose rows no other transaction holds (the others are left out of the
     answer)."""
@@ -241,7 +239,7 @@ def _record_together(
         if len(done) > 1:  # plain successes only: recorded in two or three statements
             results = _notified(uow, {i: done[i] for i in mine})
         else:
-            results = {i: _settle(uow, engine.settings, *done[i]) for i in mine}
+            results = {i: settle(uow, engine.settings, *done[i]) for i in mine}
         # The slots these attempts held are free: hand them to the oldest deliveries parked on
         # their URLs, and, when there were some, any other free slot too (leases of a dead
         # worker expire with nobody releasing them).
@@ -253,7 +251,7 @@ def _record_together(
                 continue
             woken[key] = wake(uow.session, key, freed, utcnow())
             if woken[key]:
-                more = _free(engine, key) - freed
+                more = free_slots(engine, key) - freed
                 if more > 0:
                     woken[key] += wake(uow.session, key, more, utcnow())
     # The operator's alerts each attempt raised, and the parked jobs its URL's slots woke (told
@@ -264,14 +262,14 @@ def _record_together(
     }
 
 
-def _notified(uow: Any, done: dict[int, tuple[Job, _Claim, _Sent]]) -> dict[int, Result]:
-    """Plain successes (see :func:`_record_together`): what :func:`_settle` does for each, for
+def _notified(uow: Any, done: dict[int, tuple[Job, Claim, Sent]]) -> dict[int, Result]:
+    """Plain successes (see :func:`_record_together`): what :func:`settle` does for each, for
     all at once. Their attempts go in one INSERT, and their rows are released and stamped
     notified in one UPDATE per kind; a plain success ends no failure streak, so the agents' rows
     are not touched."""
     if not done:
         return {}
-    uow.session.execute(insert(ATTEMPTS), [_attempt(*one) for one in done.values()])
+    uow.session.execute(insert(ATTEMPTS), [attempt_row(*one) for one in done.values()])
     by_kind: dict[str, tuple[outbox.Kind, list[str]]] = {}
     for job, _, _ in done.values():
         kind = outbox.kind_of(job)
