@@ -1,0 +1,224 @@
+"""The operator's calls (an operator token, ``ops_…``) of :class:`Client`, as a mixin: the
+workspace's agents, their keys, sessions and webhooks, deliveries and events, threads' closes,
+stats, the alert webhook, operator and enrolment tokens, and the approval gate."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypeVar
+
+from inbots.client import _calls
+from inbots.client._base import Call
+from inbots.client._models import (
+    Agent,
+    AlertWebhook,
+    Approval,
+    Brief,
+    Delivery,
+    Enrollment,
+    Event,
+    Key,
+    NewEnrollment,
+    NewKey,
+    NewOperatorToken,
+    OperatorToken,
+    Page,
+    RegisteredAgent,
+    Session,
+    Stats,
+    Thread,
+    Webhook,
+)
+
+T = TypeVar("T")
+
+
+class OperatorCalls:
+    """What the operator may call; each call's path and fields are in :mod:`._calls`."""
+
+    def _send(self, call: Call[T]) -> T:
+        raise NotImplementedError
+
+    def register_agent(
+        self, name: str, description: str | None = None, webhook_url: str | None = None
+    ) -> RegisteredAgent:
+        """Operator: register an agent. Its ``api_key`` is in this answer only."""
+        return self._send(_calls.register_agent(name, description, webhook_url))
+
+    def agents(self) -> list[Agent]:
+        """Operator: every agent of the workspace, archived ones included."""
+        return self._send(_calls.agents())
+
+    def agent(self, id_or_username: str) -> Agent:
+        """Operator: one agent."""
+        return self._send(_calls.agent(id_or_username))
+
+    def archive_agent(self, id_or_username: str) -> Agent:
+        """Operator: archive an agent (idempotent): its keys stop working at once; its history
+        stays."""
+        return self._send(_calls.archive_agent(id_or_username))
+
+    def set_agent_brief(self, id_or_username: str, text: str) -> Brief:
+        """Operator: replace an agent's brief (Markdown; an empty text removes it). Read it with
+        :meth:`brief`."""
+        return self._send(_calls.set_agent_brief(id_or_username, text))
+
+    def agent_keys(self, id_or_username: str) -> list[Key]:
+        """Operator: an agent's keys, without the keys themselves."""
+        return self._send(_calls.agent_keys(id_or_username))
+
+    def issue_agent_key(self, id_or_username: str, label: str | None = None) -> NewKey:
+        """Operator: issue an agent another key; ``api_key`` is in this answer only."""
+        return self._send(_calls.issue_agent_key(id_or_username, label))
+
+    def revoke_agent_key(self, id_or_username: str, key_id: str) -> None:
+        """Operator: revoke one of an agent's keys at once. ``Conflict`` for its last key."""
+        self._send(_calls.revoke_agent_key(id_or_username, key_id))
+
+    def agent_sessions(self, id_or_username: str) -> list[Session]:
+        """Operator: an agent's sessions (MCP sessions, ``X-Inbots-Session`` clients), latest
+        first."""
+        return self._send(_calls.agent_sessions(id_or_username))
+
+    def agent_webhook(self, id_or_username: str) -> Webhook:
+        """Operator: an agent's webhook URL and signing secret; ``NotFound`` when it has none."""
+        return self._send(_calls.agent_webhook(id_or_username))
+
+    def set_agent_webhook(
+        self, id_or_username: str, url: str, *, events: Sequence[str] | None = None
+    ) -> Webhook:
+        """Operator: set or change an agent's webhook URL (a secret is minted the first time)
+        and, with ``events``, the notification types it receives."""
+        return self._send(_calls.set_agent_webhook(id_or_username, url, events))
+
+    def remove_agent_webhook(self, id_or_username: str) -> None:
+        """Operator: remove an agent's webhook and discard its secret."""
+        self._send(_calls.remove_agent_webhook(id_or_username))
+
+    def rotate_agent_webhook(self, id_or_username: str) -> Webhook:
+        """Operator: a new signing secret for an agent's webhook; the previous one keeps signing
+        for a day."""
+        return self._send(_calls.rotate_agent_webhook(id_or_username))
+
+    def deliveries(
+        self,
+        *,
+        state: str | None = None,
+        agent: str | None = None,
+        thread: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[Delivery]:
+        """Operator: receipts, newest first; ``state`` a derived state (``stalled``,
+        ``failed``, …), ``agent`` the recipient (id or username), ``thread`` a thread id."""
+        return self._send(_calls.deliveries(state, agent, thread, limit, cursor))
+
+    def delivery(self, delivery_id: str) -> Delivery:
+        """Operator: one receipt with its webhook attempts."""
+        return self._send(_calls.delivery(delivery_id))
+
+    def redeliver(self, delivery_id: str) -> Delivery:
+        """Operator: publish a delivery's notification again (a failed one too)."""
+        return self._send(_calls.redeliver(delivery_id))
+
+    def events(
+        self,
+        *,
+        type: str | None = None,
+        state: str | None = None,
+        agent: str | None = None,
+        thread: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[Event]:
+        """Operator: the notifications other than new mail (acknowledgements, rejections,
+        close requests and closes, the operator's alerts), newest first; ``type`` one of them,
+        ``state`` ``notified``, ``failed``, ``pending`` or ``unsent``, ``agent`` the agent
+        told."""
+        return self._send(_calls.events(type, state, agent, thread, limit, cursor))
+
+    def event(self, event_id: str) -> Event:
+        """Operator: one event with its webhook attempts."""
+        return self._send(_calls.event(event_id))
+
+    def redeliver_event(self, event_id: str) -> Event:
+        """Operator: publish an event's notification again (a failed one too)."""
+        return self._send(_calls.redeliver_event(event_id))
+
+    def close_thread(self, thread_id: str) -> Thread:
+        """Operator: close a thread (confirming a request, or outright)."""
+        return self._send(_calls.close_thread(thread_id))
+
+    def dismiss_close_request(self, thread_id: str) -> Thread:
+        """Operator: dismiss a pending close request; the thread is open again. ``Conflict``
+        when none is pending."""
+        return self._send(_calls.dismiss_close_request(thread_id))
+
+    def stats(self) -> Stats:
+        """Operator: the workspace's counters (deliveries by state, agents, threads, the oldest
+        stalled, recent failures, the sweep, the broker and the jobs waiting for a worker)."""
+        return self._send(_calls.stats())
+
+    def alert_webhook(self) -> AlertWebhook:
+        """Operator: the alert webhook's URL and alert types (never the secret); ``NotFound``
+        when there is none."""
+        return self._send(_calls.alert_webhook())
+
+    def set_alert_webhook(self, url: str, *, events: Sequence[str] | None = None) -> AlertWebhook:
+        """Operator: set or change the alert webhook URL and, with ``events``, the alert types it
+        receives (a new one receives all). The first time, the answer holds the signing secret,
+        shown this once."""
+        return self._send(_calls.set_alert_webhook(url, events))
+
+    def remove_alert_webhook(self) -> None:
+        """Operator: remove the alert webhook and discard its secret (idempotent)."""
+        self._send(_calls.remove_alert_webhook())
+
+    def rotate_alert_webhook(self) -> AlertWebhook:
+        """Operator: a new signing secret for the alert webhook, in this answer only; the
+        previous one keeps signing for a day."""
+        return self._send(_calls.rotate_alert_webhook())
+
+    def tokens(self) -> list[OperatorToken]:
+        """Operator: every operator token of the workspace, revoked ones included (never the
+        token itself)."""
+        return self._send(_calls.tokens())
+
+    def create_token(self, label: str | None = None) -> NewOperatorToken:
+        """Operator: mint another operator token; ``token`` is in this answer only."""
+        return self._send(_calls.create_token(label))
+
+    def revoke_token(self, token_id: str) -> None:
+        """Operator: revoke an operator token at once. ``Conflict`` for the last live one."""
+        self._send(_calls.revoke_token(token_id))
+
+    def enrollments(self) -> list[Enrollment]:
+        """Operator: the enrolment tokens, newest first (never the token itself)."""
+        return self._send(_calls.enrollments())
+
+    def create_enrollment(
+        self, uses: int | None = None, expires_in: float | None = None, label: str | None = None
+    ) -> NewEnrollment:
+        """Operator: an enrolment token with which ``uses`` agents (default 1) may register
+        themselves (:meth:`register`) for ``expires_in`` seconds (default a day); ``token`` is
+        in this answer only."""
+        return self._send(_calls.create_enrollment(uses, expires_in, label))
+
+    def revoke_enrollment(self, enrollment_id: str) -> None:
+        """Operator: revoke an enrolment token (idempotent): nobody registers with it any more."""
+        self._send(_calls.revoke_enrollment(enrollment_id))
+
+    def approvals(self) -> list[Approval]:
+        """Operator: the held messages waiting for a decision, oldest first (the approval
+        gate)."""
+        return self._send(_calls.approvals())
+
+    def approve(self, message_id: str) -> Approval:
+        """Operator: approve a held message; its recipients get it now. ``Conflict``
+        (``not_held``) when it is not waiting."""
+        return self._send(_calls.approve(message_id))
+
+    def reject(self, message_id: str, reason: str | None = None) -> Approval:
+        """Operator: reject a held message; it never reaches its recipients and its sender is
+        told. ``Conflict`` (``not_held``) when it is not waiting."""
+        return self._send(_calls.reject(message_id, reason))
