@@ -94,7 +94,6 @@ class Settings(BaseSettings):
     ack_batch_max: int = Field(default=100, ge=1)
     request_body_max_bytes: int = Field(default=64 * 1024, ge=1024)
     http_header_max_bytes: int = Field(default=32 * 1024, ge=4096)
-    http_header_max_count: int = Field(default=100, ge=16)
 
     # Operator sign-in and dashboard sessions.
     session_max_age_seconds: PositiveSeconds = 12 * 3600.0
@@ -120,7 +119,6 @@ class Settings(BaseSettings):
     last_seen_resolution_seconds: float = Field(default=5.0, ge=0)
 
     # Enrolment, agent keys and agent sessions (agents-and-governance.md section 3).
-    enrollment_uses_default: int = Field(default=1, ge=1)
     enrollment_uses_max: int = Field(default=1_000, ge=1)
     enrollment_expires_in_default: PositiveSeconds = 86_400.0
     enrollment_expires_in_max: PositiveSeconds = 30 * 86_400.0
@@ -150,7 +148,6 @@ class Settings(BaseSettings):
     # unrecorded belongs to a worker that died (a `worker_lost` attempt). It must cover the
     # in-flight slot's margin and recording the attempt (SQLite may wait its busy timeout).
     webhook_claim_margin_seconds: float = Field(default=30.0, ge=LEASE_MARGIN_SECONDS)
-    webhook_rotation_overlap_seconds: PositiveSeconds = 86_400.0
     # An agent's webhook attempts failed in a row before the operator is alerted
     # (agent.webhook_failing, once a streak; inbots.alerts).
     alert_webhook_failures: int = Field(default=5, ge=1)
@@ -164,7 +161,6 @@ class Settings(BaseSettings):
     # twice the renotify interval if that is longer (a sweep merely due is no sign of anything).
     workers_down_seconds: PositiveSeconds = 120.0
     broker_visibility_timeout_seconds: int = Field(default=3_600, ge=60)
-    embedded_workers: int = Field(default=8, ge=1, le=256)
 
     # Governance (agents-and-governance.md §3). Each cap and the rate limit: 0 turns it off.
     cap_per_recipient: int = Field(default=2_000, ge=0)  # unacknowledged deliveries to one agent
@@ -293,8 +289,6 @@ class Settings(BaseSettings):
             raise ValueError("wait_default_seconds: must not exceed INBOTS_WAIT_MAX_SECONDS")
         if self.ttl_min_seconds > self.ttl_max_seconds:
             raise ValueError("ttl_min_seconds: must not exceed INBOTS_TTL_MAX_SECONDS")
-        if self.enrollment_uses_default > self.enrollment_uses_max:
-            raise ValueError("enrollment_uses_default: must not exceed INBOTS_ENROLLMENT_USES_MAX")
         if self.enrollment_expires_in_default > self.enrollment_expires_in_max:
             raise ValueError(
                 "enrollment_expires_in_default: must not exceed INBOTS_ENROLLMENT_EXPIRES_IN_MAX"

@@ -228,8 +228,7 @@ def test_the_embedded_dispatcher_reports_the_jobs_waiting_in_each_lane(settings:
         release.wait(10)
         return []
 
-    one = settings.model_copy(update={"embedded_workers": 1, "notify_batch_size": 1})
-    local = LocalDispatcher(one, run, lambda publisher: None)
+    local = LocalDispatcher(settings, run, lambda publisher: None, workers=1, batch_size=1)
     local.start()
     try:
         before = time.time()

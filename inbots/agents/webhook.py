@@ -85,7 +85,7 @@ def rotate_secret(uow: UnitOfWork, caller: Caller, agent_ref: str | None) -> Web
     agent = _existing(_live(_target(uow, caller, agent_ref)))
     agent.webhook_previous_secret = agent.webhook_secret
     agent.webhook_previous_secret_expires_at = utcnow() + timedelta(
-        seconds=uow.settings.webhook_rotation_overlap_seconds
+        seconds=signing.ROTATION_OVERLAP_SECONDS
     )
     agent.webhook_secret = signing.new_secret()
     uow.session.flush()

@@ -138,11 +138,11 @@ def remove_alert_webhook(uow: UnitOfWork, caller: Caller) -> None:
 
 def rotate_alert_secret(uow: UnitOfWork, caller: Caller) -> AlertWebhookRead:
     """Mint a new signing secret and show it, once; the previous one keeps signing (a second
-    signature) for the overlap agents get (``INBOTS_WEBHOOK_ROTATION_OVERLAP_SECONDS``)."""
+    signature) for the overlap agents get (24 h, ``signing.ROTATION_OVERLAP_SECONDS``)."""
     operator = _existing(_operator(uow, caller))
     operator.webhook_previous_secret = operator.webhook_secret
     operator.webhook_previous_secret_expires_at = utcnow() + timedelta(
-        seconds=uow.settings.webhook_rotation_overlap_seconds
+        seconds=signing.ROTATION_OVERLAP_SECONDS
     )
     operator.webhook_secret = signing.new_secret()
     uow.session.flush()

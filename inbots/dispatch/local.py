@@ -37,6 +37,9 @@ from inbots.dispatch.jobs import (
 
 log = logging.getLogger(__name__)
 
+# Threads for first attempts (half as many again for retries, and two for the operator's alerts).
+EMBEDDED_WORKERS = 8
+
 
 class LocalDispatcher:
     """A :class:`~inbots.dispatch.publisher.Publisher` that runs ``run(jobs, then)`` on its own
@@ -49,11 +52,14 @@ class LocalDispatcher:
         settings: Settings,
         run: Callable[[Sequence[Job], Callable[[Job, Result], None]], list[Result]],
         sweep: Callable[[Publisher], object],
+        *,
+        workers: int = EMBEDDED_WORKERS,
+        batch_size: int | None = None,
     ) -> None:
         self.settings = settings
         self._run_jobs = run
         self._sweep_once = sweep
-        workers = settings.embedded_workers
+        self.batch_size = batch_size or settings.notify_batch_size
         retries = max(2, workers // 2)
         self._pools = {
             NOTIFY_QUEUE: ThreadPoolExecutor(workers, thread_name_prefix="inbots-notify"),
@@ -72,7 +78,7 @@ class LocalDispatcher:
 
     # Publisher -----------------------------------------------------------------------------
     def publish(self, jobs: Sequence[Job]) -> None:
-        for batch in batches(jobs, self.settings.notify_batch_size):
+        for batch in batches(jobs, self.batch_size):
             self._submit(batch)
 
     def later(self, job: Job, countdown: float) -> None:

@@ -71,11 +71,11 @@ def create_enrollment(
     uow: UnitOfWork, caller: Caller, request: EnrollmentCreate
 ) -> EnrollmentCreated:
     """Create an enrolment token for the caller's workspace. The token is in this answer only;
-    ``uses`` defaults to ``INBOTS_ENROLLMENT_USES_DEFAULT`` (1), ``expires_in`` to
+    ``uses`` defaults to 1, ``expires_in`` to
     ``INBOTS_ENROLLMENT_EXPIRES_IN_DEFAULT`` (a day)."""
     caller.require_operator()
     settings = uow.settings
-    uses = settings.enrollment_uses_default if request.uses is None else request.uses
+    uses = 1 if request.uses is None else request.uses
     if not 1 <= uses <= settings.enrollment_uses_max:
         raise Invalid(
             f"uses: from 1 to {settings.enrollment_uses_max} registrations (got {uses}).",

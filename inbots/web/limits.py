@@ -22,6 +22,7 @@ from inbots.config import Settings
 from inbots.errors import PayloadTooLarge
 
 CODE_TOO_LARGE = "headers_too_large"
+HEADER_MAX_COUNT = 100  # header fields in one request; more is 431 headers_too_large
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class HeadLimits:
 
     @classmethod
     def of(cls, settings: Settings) -> HeadLimits:
-        return cls(settings.http_header_max_bytes, settings.http_header_max_count)
+        return cls(settings.http_header_max_bytes, HEADER_MAX_COUNT)
 
     def too_large(self) -> str:
         return (

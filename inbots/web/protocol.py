@@ -5,7 +5,7 @@ uvicorn reads the request line and headers into memory before the ASGI app runs,
 the app comes too late to protect memory: one 32 MB header or 100,000 small ones would already
 be held. These subclasses count while the head arrives and answer ``431`` in the error envelope
 as soon as it exceeds ``INBOTS_HTTP_HEADER_MAX_BYTES`` (request line and header fields together)
-or ``INBOTS_HTTP_HEADER_MAX_COUNT`` fields, then close the connection. A head the parser refuses
+or ``HEADER_MAX_COUNT`` (100) fields, then close the connection. A head the parser refuses
 (a control character such as DEL in a header value, a malformed request line) gets ``400
 bad_request`` in the envelope instead of uvicorn's plain text.
 

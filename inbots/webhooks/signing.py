@@ -51,6 +51,10 @@ class BadSignature(VerificationError):
     pass
 
 
+# After a rotation the previous secret keeps signing (a second signature) this long: 24 h.
+ROTATION_OVERLAP_SECONDS = 86_400
+
+
 def new_secret() -> str:
     return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode("ascii")
 
