@@ -112,6 +112,10 @@ class Settings(BaseSettings):
     search_words_max: int = Field(default=12, ge=1)  # words a search's q may hold
     wait_default_seconds: PositiveSeconds = 30.0
     wait_max_seconds: PositiveSeconds = 60.0
+    # The tools /mcp lists: "default" (what an agent uses) or "all" (the account tools list_keys
+    # and list_sessions too). A request may ask for either with X-Inbots-Tools (inbots mcp
+    # --tools). Every tool answers a call by name whichever is listed.
+    mcp_tools: str = Field(default="default", pattern="^(default|all)$")
 
     # Agent activity.
     active_seconds: PositiveSeconds = 300.0

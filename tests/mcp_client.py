@@ -25,6 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 from mcp_types import CallToolResult, jsonrpc_message_adapter
 
+from inbots.errors import CALLS
 from inbots.mcp.stdio import Relay
 from tests.helpers import Api
 from tests.processes import inbots_executable
@@ -84,7 +85,10 @@ class Tools:
         assert isinstance(result.structured_content, dict), result
         error = result.structured_content["error"]
         assert error["message"] == text_of(result)
-        return error["code"], text_of(result)
+        # A tool error points to tools and arguments, never to the HTTP API's paths or headers.
+        text = text_of(result)
+        assert "/v1" not in text and "Idempotency-Key" not in text, (name, text)
+        return error["code"], text
 
 
 Connect = Callable[[str], AbstractAsyncContextManager[Tools]]
@@ -95,10 +99,13 @@ def text_of(result: CallToolResult) -> str:
 
 
 @asynccontextmanager
-async def over_http(base_url: str, key: str, mode: ConnectMode = "auto") -> AsyncIterator[Tools]:
-    """A session on ``{base_url}/mcp`` with ``Authorization: Bearer {key}``."""
+async def over_http(
+    base_url: str, key: str, mode: ConnectMode = "auto", headers: dict[str, str] | None = None
+) -> AsyncIterator[Tools]:
+    """A session on ``{base_url}/mcp`` with ``Authorization: Bearer {key}`` (and ``headers``)."""
     http = httpx2.AsyncClient(
-        headers={"Authorization": f"Bearer {key}"}, timeout=httpx2.Timeout(30.0, read=120.0)
+        headers={"Authorization": f"Bearer {key}", **(headers or {})},
+        timeout=httpx2.Timeout(30.0, read=120.0),
     )
     transport = streamable_http_client(f"{base_url}/mcp", http_client=http)
     async with http, Client(transport, mode=mode) as client:
@@ -106,11 +113,12 @@ async def over_http(base_url: str, key: str, mode: ConnectMode = "auto") -> Asyn
 
 
 @asynccontextmanager
-async def over_stdio(base_url: str, key: str) -> AsyncIterator[Tools]:
-    """A session with a real ``inbots mcp`` subprocess, relaying to ``{base_url}/mcp``."""
+async def over_stdio(base_url: str, key: str, *options: str) -> AsyncIterator[Tools]:
+    """A session with a real ``inbots mcp`` subprocess (with ``options``), relaying to
+    ``{base_url}/mcp``."""
     params = StdioServerParameters(
         command=inbots_executable(),
-        args=["mcp"],
+        args=["mcp", *options],
         env={"INBOTS_URL": base_url, "INBOTS_API_KEY": key, "PYTHONUNBUFFERED": "1"},
         cwd=os.getcwd(),
     )
@@ -172,6 +180,15 @@ def http_error(response: Any) -> tuple[str, str]:
     assert response.status_code >= 400, (response.status_code, response.text)
     error = response.json()["error"]
     return error["code"], error["message"]
+
+
+def as_tools_say(refusal: tuple[str, str]) -> tuple[str, str]:
+    """An HTTP refusal ``(code, message)`` as the tools say it: the same sentence, with each
+    call it points to (a path, a header) named as the tools name it (``inbots.errors.CALLS``)."""
+    code, message = refusal
+    for call in sorted(CALLS, key=lambda c: len(c.http), reverse=True):
+        message = message.replace(call.http, call.tool)
+    return code, message
 
 
 def stamps_of(api: Api, delivery_id: str) -> tuple[str, set[str]]:
@@ -278,8 +295,8 @@ async def exchange(api: Api, connect: Connect) -> None:
 
 
 async def send_message_errors(api: Api, connect: Connect) -> None:
-    """Every rejection of send_message is a tool error with the HTTP API's code and sentence,
-    and stores nothing."""
+    """Every rejection of send_message is a tool error with the HTTP API's code and sentence
+    (worded for the tools where it points to another call), and stores nothing."""
     alice = api.agent("alice")
     api.agent("bob")
     thread = alice.open_thread("Main task", ["bob"])
@@ -331,7 +348,7 @@ async def send_message_errors(api: Api, connect: Connect) -> None:
                 alice.post(f"/threads/{args['thread_id']}/messages", json=body, headers=headers)
             )
             assert over_http[0] == (code or expected_codes[name]), (name, over_http)
-            assert await a.error("send_message", **args) == over_http, name
+            assert await a.error("send_message", **args) == as_tools_say(over_http), name
 
         # The same key with the same content is the original, not a second message.
         again = await a.ok("send_message", thread_id=main, body="first", idempotency_key="key-1")
@@ -372,8 +389,8 @@ async def every_send_field_arrives(api: Api, connect: Connect) -> None:
 
 
 async def isolation(api: Api, connect: Connect) -> None:
-    """An agent outside a thread gets not found for its ids, through every tool, and the same
-    sentence as the HTTP API; nothing of the thread's receipts moves."""
+    """An agent outside a thread gets not found for its ids, through every tool, and the HTTP
+    API's sentence worded for the tools; nothing of the thread's receipts moves."""
     alice = api.agent("alice")
     bob = api.agent("bob")
     eve = api.agent("eve")
@@ -388,15 +405,16 @@ async def isolation(api: Api, connect: Connect) -> None:
         for ident in (message_id, delivery_id):
             expected = http_error(eve.get(f"/messages/{ident}"))
             assert expected[0] == "not_found"
-            assert await e.error("read_message", id=ident) == expected
+            assert await e.error("read_message", id=ident) == as_tools_say(expected)
         expected = http_error(eve.get(f"/threads/{tid}/messages"))
-        assert await e.error("read_thread", thread_id=tid) == expected
+        assert await e.error("read_thread", thread_id=tid) == as_tools_say(expected)
         expected = http_error(eve.post(f"/threads/{tid}/messages", json={"body": "hi"}))
-        assert await e.error("send_message", thread_id=tid, body="hi") == expected
+        assert await e.error("send_message", thread_id=tid, body="hi") == as_tools_say(expected)
         expected = http_error(eve.post(f"/threads/{tid}/participants", json={"username": "eve"}))
-        assert await e.error("add_participant", thread_id=tid, username="eve") == expected
+        said = await e.error("add_participant", thread_id=tid, username="eve")
+        assert said == as_tools_say(expected)
         expected = http_error(eve.post(f"/threads/{tid}/close-request"))
-        assert await e.error("request_close", thread_id=tid) == expected
+        assert await e.error("request_close", thread_id=tid) == as_tools_say(expected)
         acked = await e.ok("acknowledge", ids=[delivery_id, message_id], outcome="done")
         assert acked == {"acknowledged": [], "already": [], "not_found": [delivery_id, message_id]}
         # The answer for a real foreign id reads exactly like the one for a made-up id.

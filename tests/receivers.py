@@ -112,9 +112,10 @@ _HOP_BY_HOP = ("content-length", "content-encoding", "transfer-encoding", "conne
 
 
 @contextmanager
-def relay(target: str) -> Iterator[Receiver]:
-    """A loopback HTTP proxy to ``target`` that records every request it passes on (what a
-    client sent, as the server would see it); the answers are the target's."""
+def relay(target: str, port: int = 0) -> Iterator[Receiver]:
+    """A loopback HTTP proxy to ``target`` (on ``port``, or any free one) that records every
+    request it passes on (what a client sent, as the server would see it); the answers are the
+    target's."""
     state = Receiver(always(502))
     upstream = httpx.Client(base_url=target, timeout=120.0)
 
@@ -141,7 +142,7 @@ def relay(target: str) -> Iterator[Receiver]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
     state.port = server.server_address[1]
     thread = threading.Thread(target=server.serve_forever, daemon=True)

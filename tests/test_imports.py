@@ -1,15 +1,20 @@
 """What the client-side entry points import: ``inbots mcp`` (the stdio relay to ``/mcp``, started
 on every agent session; ``--enroll`` too) and the CLI reach the server only over HTTP, so they
-import none of its database code, and the relay not even the MCP SDK. Each check runs in a fresh
-interpreter (this test process has imported everything)."""
+import none of its database code, and the relay not even the MCP SDK. ``inbots mail hook`` runs
+before every prompt of an agent: it imports no server code and no model at all. Each check runs
+in a fresh interpreter (this test process has imported everything)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
+
+import inbots.client
+from tests.helpers import Api
 
 SERVER_SIDE = ("sqlalchemy", "inbots.db.engine", "inbots.db.uow", "inbots.messages.service")
 # What costs a second of CPU to import, which the relay does without.
@@ -39,3 +44,65 @@ def test_the_stdio_relay_imports_no_mcp_sdk() -> None:
 def test_the_probe_sees_server_code_where_it_is() -> None:
     """The check above can fail: the /mcp endpoint does import the database layer."""
     assert "sqlalchemy" in imported_by("inbots.mcp.endpoint")
+
+
+# What the hook must never load: the server, the web framework, the task queue, the MCP SDK,
+# pydantic (the client's models, and Typer's option parsing builds on it), httpcore (and the
+# trio and anyio it imports when installed: the hook's one request needs no pool).
+HOOK_NEVER = (
+    *SERVER_SIDE,
+    "fastapi",
+    "starlette",
+    "celery",
+    "uvicorn",
+    "mcp",
+    "pydantic",
+    "httpcore",
+    "trio",
+    "anyio",
+    "inbots.client._models",
+    "inbots.db",
+    "inbots.config",
+)
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_the_mail_hook_imports_no_server_code_and_no_model(api: Api) -> None:
+    """``inbots mail hook`` as the console script runs it (``inbots.cli.main.main``), printing
+    its block for mail that waits; then what it had imported."""
+    alice, bob = api.agent("alice"), api.agent("bob")
+    alice.send(alice.open_thread("Hello", ["bob"])["id"], "hello")
+    probe = (
+        "import atexit, json, sys; "
+        "atexit.register(lambda: print(json.dumps(sorted(m for m in sys.modules "
+        f"if m.startswith({HOOK_NEVER!r}))))); "
+        "sys.argv = ['inbots', 'mail', 'hook']; "
+        "from inbots.cli.main import main; main()"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INBOTS_")}
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        input='{"hook_event_name": "UserPromptSubmit", "prompt": "hi"}',
+        env={**env, "INBOTS_URL": api.base_url, "INBOTS_API_KEY": bob.token},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    *block, loaded = done.stdout.splitlines()
+    assert block[0] == "Inbots: 1 message waits for you:" and "- alice: hello" in block
+    assert json.loads(loaded) == []
+
+
+def test_the_client_loads_each_name_where_it_is_defined() -> None:
+    """``inbots.client`` loads its names on first use: each of ``__all__`` is in its table and
+    resolves, and importing the package or its errors loads no pydantic."""
+    table = inbots.client._WHERE  # the lazy table is what is tested
+    assert sorted(table) == sorted(inbots.client.__all__)
+    for name in inbots.client.__all__:
+        assert getattr(inbots.client, name) is not None, name
+    assert inbots.client.NotFound.__module__ == "inbots.client"
+    light = imported_by(
+        "inbots.client; from inbots.client import glance, InbotsError", ("pydantic",)
+    )
+    assert light == []

@@ -55,6 +55,7 @@ from tests.mcp_client import (
     wait_wakes_on_send,
 )
 from tests.receivers import not_inbots, relay
+from tests.test_mcp_http import DEFAULT_TOOLS, TOOLS
 
 
 @pytest.fixture
@@ -147,7 +148,7 @@ def test_stdio_serves_exactly_the_tools_of_the_http_endpoint(
     api: Api, server: ServerThread, settings_overrides: dict[str, object]
 ) -> None:
     agent = api.agent("twin")
-    body_max = f"1 to {settings_overrides.get('message_body_max', 10_000):,} characters"
+    default = f"Default {settings_overrides.get('check_inbox_default', 20)}"
 
     async def scenario() -> None:
         async with (
@@ -159,15 +160,16 @@ def test_stdio_serves_exactly_the_tools_of_the_http_endpoint(
             assert [t.model_dump() for t in over_stdio_tools] == [
                 t.model_dump() for t in over_http_tools
             ]
+            assert [t.name for t in over_stdio_tools] == DEFAULT_TOOLS
             send = next(t for t in over_stdio_tools if t.name == "send_message")
-            assert body_max in (send.description or ""), send.description
-            # The limits are in the schemas too, from the request models' declared bounds.
+            # The limits are in the schemas, from the request models' declared bounds, and in
+            # the descriptions where a limit is a setting's.
             body = send.input_schema["properties"]["body"]
             assert body["maxLength"] == settings_overrides.get("message_body_max", 10_000)
-            assert body_max in body["description"]
             inbox_limit = next(t for t in over_stdio_tools if t.name == "check_inbox")
             limit = inbox_limit.input_schema["properties"]["limit"]
             assert limit["maximum"] == settings_overrides.get("check_inbox_max", 50)
+            assert default in limit["description"], limit
             assert local.client.instructions == remote.client.instructions
             over_stdio_me, over_http_me = await local.ok("whoami"), await remote.ok("whoami")
             assert set(over_stdio_me) == set(over_http_me)
@@ -349,30 +351,53 @@ def relay_error(answer: dict[str, Any]) -> tuple[str, str]:
 TOOL_CALL = {"name": "whoami", "arguments": {}}
 
 
-def test_without_a_server_each_request_is_answered_with_the_fix_and_the_relay_goes_on() -> None:
-    url = f"http://127.0.0.1:{free_port()}"
-    with raw_relay(url, "agt_" + "x" * 43) as lines:
-        for method, params in (("initialize", INITIALIZE["params"]), ("tools/call", TOOL_CALL)):
-            code, text = relay_error(lines.ask(method, params))
-            assert code == "unreachable"
-            assert text.startswith(f"Could not reach Inbots at {url} ("), text
-            assert text.endswith(
-                "check that the server is running and that INBOTS_URL points at it."
-            )
-        lines.tell({"method": "notifications/initialized"})  # no answer, only a line on stderr
-        assert relay_error(lines.ask("tools/list"))[0] == "unreachable"
-    assert lines.stderr.count("inbots mcp: Could not reach Inbots") == 4, lines.stderr
-
-
-def test_an_unknown_key_is_answered_with_the_http_sentence(api: Api, server: ServerThread) -> None:
-    with raw_relay(server.url, "agt_" + "x" * 43) as lines:
+def test_a_server_that_is_down_starts_the_relay_which_serves_once_it_is_up(
+    api: Api, server: ServerThread
+) -> None:
+    """spec §3: a server that is only down still starts the relay, with one warning line; it
+    answers initialize itself (so the harness's session starts), each call answers that the
+    server cannot be reached, and once a server is up on that address the same process serves
+    the tools."""
+    agent = api.agent("early")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with raw_relay(url, agent.token) as lines:
         answer = lines.ask("initialize", INITIALIZE["params"])
-        assert relay_error(answer) == (
-            "unauthorized",
-            "The bearer token is missing, malformed, unknown or belongs to an archived agent.",
-        )
-        assert answer["error"]["data"]["status"] == 401
-        assert relay_error(lines.ask("tools/call", TOOL_CALL))[0] == "unauthorized"
+        assert answer["result"] == {
+            "protocolVersion": INITIALIZE["params"]["protocolVersion"],
+            "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": {"name": "inbots", "version": __version__},
+        }
+        lines.tell({"method": "notifications/initialized"})  # no answer, a line on stderr
+        code, text = relay_error(lines.ask("tools/call", TOOL_CALL))
+        assert code == "unreachable"
+        assert text.startswith(f"Could not reach Inbots at {url} ("), text
+        assert text.endswith("check that the server is running and that INBOTS_URL points at it.")
+        assert relay_error(lines.ask("tools/list"))[0] == "unreachable"
+        with relay(server.url, port):  # the server is up on that port now
+            listed = lines.ask("tools/list")["result"]["tools"]
+            assert [t["name"] for t in listed] == DEFAULT_TOOLS
+            called = lines.ask("tools/call", TOOL_CALL)["result"]
+            assert called["structuredContent"]["username"] == "early"
+    warnings = [line for line in lines.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 1, lines.stderr
+    assert warnings[0].startswith(f"inbots mcp: warning: could not reach Inbots at {url} (")
+    assert lines.stderr.count("inbots mcp: Could not reach Inbots") == 3, lines.stderr
+
+
+REFUSED_KEY = "The bearer token is missing, malformed, unknown or belongs to an archived agent."
+
+
+def test_a_key_the_server_refuses_stops_inbots_mcp_naming_inbots_api_key(
+    api: Api, server: ServerThread, tmp_path: Path
+) -> None:
+    """spec §3: before any tool is listed, one line naming the variable to fix, exit 2."""
+    for key in ("agt_" + "x" * 43, archived_key(api)):
+        done = mcp_command(tmp_path, INBOTS_URL=server.url, INBOTS_API_KEY=key)
+        assert done.returncode == 2, done.stderr
+        assert done.stdout == ""
+        (line,) = done.stderr.strip().splitlines()
+        assert line == f"inbots: INBOTS_API_KEY is refused by Inbots at {server.url}: {REFUSED_KEY}"
 
     async def scenario() -> None:  # the official client cannot connect, as over /mcp
         with pytest.raises(BaseExceptionGroup) as raised:
@@ -383,12 +408,106 @@ def test_an_unknown_key_is_answered_with_the_http_sentence(api: Api, server: Ser
     run(scenario)
 
 
-def test_pointed_at_something_else_the_relay_says_so() -> None:
-    with not_inbots() as url, raw_relay(url, "agt_" + "x" * 43) as lines:
-        code, text = relay_error(lines.ask("initialize", INITIALIZE["params"]))
+def archived_key(api: Api) -> str:
+    gone = api.agent("gone")
+    api.ok("POST", "/agents/gone/archive")
+    return gone.token
+
+
+def test_a_key_refused_while_the_relay_runs_is_answered_with_the_http_sentence(
+    api: Api, server: ServerThread
+) -> None:
+    """A key revoked after ``inbots mcp`` started: each request is answered with the HTTP
+    API's sentence, and the relay goes on."""
+    answers: list[dict[str, Any]] = []
+
+    async def lines() -> AsyncIterator[bytes]:
+        for n, (method, params) in enumerate(
+            (("initialize", INITIALIZE["params"]), ("tools/call", TOOL_CALL)), 1
+        ):
+            yield json.dumps(
+                {"jsonrpc": "2.0", "id": n, "method": method, "params": params}
+            ).encode()
+
+    async def write(line: bytes) -> None:
+        answers.append(json.loads(line))
+
+    async def scenario() -> None:
+        async with Relay(server.url, "agt_" + "x" * 43) as bridge:
+            await bridge.serve(lines(), write)
+
+    run(scenario)
+    assert sorted(relay_error(a) for a in answers) == [("unauthorized", REFUSED_KEY)] * 2
+    assert {a["error"]["data"]["status"] for a in answers} == {401}
+
+
+def test_a_url_that_is_not_an_inbots_server_stops_inbots_mcp_naming_inbots_url(
+    tmp_path: Path,
+) -> None:
+    """A web server that answers, but not as Inbots does: one line naming INBOTS_URL, exit 2."""
+    with not_inbots() as url:
+        done = mcp_command(tmp_path, INBOTS_URL=url, INBOTS_API_KEY="agt_" + "x" * 43)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"inbots: INBOTS_URL ({url}) is not an Inbots server: "), line
+    assert "GET /v1/me answered HTTP 200 with text/html" in line, line
+
+
+def test_pointed_at_something_else_while_running_the_relay_says_so() -> None:
+    """What answers POST /mcp with a web page (a server replaced after the relay started):
+    each request is answered saying so."""
+    answers: list[dict[str, Any]] = []
+
+    async def lines() -> AsyncIterator[bytes]:
+        ask = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE["params"]}
+        yield json.dumps(ask).encode()
+
+    async def write(line: bytes) -> None:
+        answers.append(json.loads(line))
+
+    with not_inbots() as url:
+
+        async def scenario() -> None:
+            async with Relay(url, "agt_" + "x" * 43) as bridge:
+                await bridge.serve(lines(), write)
+
+        run(scenario)
+    ((code, text),) = [relay_error(a) for a in answers]
     assert code == "not_mcp"
     assert text.startswith(f"Inbots at {url} answered POST /mcp with text/html that is not MCP")
     assert text.endswith("is INBOTS_URL the base URL of an Inbots server?"), text
+
+
+def test_inbots_mcp_takes_a_url_ending_in_mcp_or_v1(api: Api, server: ServerThread) -> None:
+    agent = api.agent("pathy")
+
+    async def scenario() -> None:
+        for url in (f"{server.url}/mcp", f"{server.url}/v1/"):
+            async with over_stdio(url, agent.token) as tools:
+                assert (await tools.ok("whoami"))["username"] == "pathy"
+
+    run(scenario)
+
+
+def test_inbots_mcp_tools_all_lists_every_tool(api: Api, server: ServerThread) -> None:
+    """``inbots mcp --tools all`` asks /mcp for every tool (X-Inbots-Tools: all): list_keys and
+    list_sessions too, exactly as /mcp lists them with that header."""
+    agent = api.agent("keeper")
+
+    async def scenario() -> None:
+        async with (
+            over_stdio(server.url, agent.token, "--tools", "all") as local,
+            over_http(server.url, agent.token, headers={"X-Inbots-Tools": "all"}) as remote,
+        ):
+            listed = (await local.client.list_tools()).tools
+            assert [t.name for t in listed] == TOOLS
+            assert [t.model_dump() for t in listed] == [
+                t.model_dump() for t in (await remote.client.list_tools()).tools
+            ]
+            assert (await local.ok("list_sessions"))["items"]
+
+    run(scenario)
 
 
 def test_the_relay_posts_each_message_to_mcp_as_inbots_mcp(api: Api, server: ServerThread) -> None:

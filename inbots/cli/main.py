@@ -17,6 +17,8 @@ from rich.console import Console
 from inbots import __version__
 from inbots.cli.client import EXIT_INTERNAL, EXIT_USAGE, CliError, report
 from inbots.cli.commands import add_operator_commands
+from inbots.cli.mail import hook
+from inbots.cli.mail.commands import app as mail_app
 
 if TYPE_CHECKING:
     from inbots.config import Settings
@@ -55,6 +57,7 @@ def _options(
 app.add_typer(db_app, name="db")
 app.add_typer(workspace_app, name="workspace")
 add_operator_commands(app)  # over HTTP: inbots/cli/commands/
+app.add_typer(mail_app, name="mail")  # the agent's commands: inbots/cli/mail/
 
 out = Console(soft_wrap=True)
 
@@ -262,8 +265,19 @@ def mcp_stdio(
             help="The label this bridge shows in the agent's sessions [INBOTS_SESSION].",
         ),
     ] = "stdio",
+    tools: Annotated[
+        str | None,
+        typer.Option(
+            "--tools",
+            help="Which tools to list: default, or all (the account tools list_keys and "
+            "list_sessions too). Unset: the server's INBOTS_MCP_TOOLS.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Serve the agent tools over MCP stdio as one agent: a relay to the server's own /mcp."""
+    """Serve the agent tools over MCP stdio as one agent: a relay to the server's own /mcp.
+    It checks the server and the key first: a key the server refuses, or a URL that is not an
+    Inbots server, stops it (exit 2); a server that is down only warns."""
     if not url:
         fail(
             "INBOTS_URL is not set: give the base URL of Inbots, like http://127.0.0.1:8000.",
@@ -271,8 +285,10 @@ def mcp_stdio(
         )
     if not url.startswith(("http://", "https://")):
         fail(f"INBOTS_URL must start with http:// or https:// (got {url!r}).", EXIT_USAGE)
+    if tools is not None and tools not in ("default", "all"):
+        fail(f"--tools takes default or all (got {tools!r}).", EXIT_USAGE)
     if enroll is not None:
-        _mcp_enrolled(url, enroll, name, description, key_file, api_key, session)
+        _mcp_enrolled(url, enroll, name, description, key_file, api_key, session, tools)
         return
     if not api_key:
         fail(
@@ -291,9 +307,12 @@ def mcp_stdio(
             "INBOTS_API_KEY must be an agent key (agt_…); the operator token is not an agent.",
             EXIT_USAGE,
         )
-    from inbots.mcp.stdio import run
+    from inbots.mcp.stdio import Refused, run
 
-    run(url, api_key, session)
+    try:
+        run(url, api_key, session, tools)
+    except Refused as refused:
+        fail(str(refused), EXIT_USAGE)
 
 
 def _mcp_enrolled(
@@ -304,6 +323,7 @@ def _mcp_enrolled(
     key_file: Path | None,
     api_key: str | None,
     session: str,
+    tools: str | None,
 ) -> None:
     if api_key:
         fail(
@@ -317,11 +337,14 @@ def _mcp_enrolled(
         fail("--enroll needs --name: the username the new agent registers.", EXIT_USAGE)
     from inbots.errors import InbotsError
     from inbots.mcp.enrol import run_enrolled
+    from inbots.mcp.stdio import Refused
 
     try:
-        run_enrolled(url, token, name, description, key_file, session)
+        run_enrolled(url, token, name, description, key_file, session, tools)
     except InbotsError as exc:
         fail(f"inbots mcp: could not register {name!r}: {exc.message}", 1)
+    except Refused as refused:
+        fail(str(refused), EXIT_USAGE)
 
 
 def _print_minted(token: str | None) -> None:
@@ -500,6 +523,8 @@ def purge(
 
 
 def main() -> None:
+    if sys.argv[1:3] == ["mail", "hook"] and (code := hook.fast(sys.argv[3:])) is not None:
+        sys.exit(code)  # a harness runs it before every prompt: no Typer (inbots/cli/mail/hook.py)
     from inbots.errors import InbotsError
 
     try:

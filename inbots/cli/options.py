@@ -24,11 +24,10 @@ import functools
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Concatenate, ParamSpec, TypeVar
 
 import httpx
 import typer
-from pydantic import BaseModel
 from rich.console import Console, RenderableType
 from rich.markup import escape
 from rich.table import Table
@@ -38,6 +37,9 @@ from inbots.cli import render
 from inbots.cli.client import EXIT_AUTH, EXIT_USAGE, TIMEOUT_SECONDS, CliError, failure
 from inbots.cli.render import Json, Output
 from inbots.kit.tokens import AGENT_KEY_PREFIX
+
+if TYPE_CHECKING:  # `client` loads pydantic and the models when a command first uses them
+    from pydantic import BaseModel
 
 P = ParamSpec("P")
 Paged = TypeVar("Paged", "client.Page[Any]", "client.Inbox")  # a page of a list, or the inbox's

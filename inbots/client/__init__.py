@@ -17,59 +17,71 @@ names; failures raise :class:`InbotsError` (by status: :class:`AuthError`, :clas
 
 This package imports httpx and pydantic, never the server's code: a webhook handler or an
 agent can use it without the server's dependencies being loaded. See ``docs/client.md``.
+
+Each name is loaded when it is first used (PEP 562): the errors need httpx only, :func:`glance`
+(a harness hook's one request) builds no model, and ``Client`` brings pydantic and the models
+with it.
 """
 
-from inbots.client._async import AsyncClient
-from inbots.client._client import Client
-from inbots.client._errors import (
-    AuthError,
-    Conflict,
-    InbotsError,
-    NotFound,
-    RateLimited,
-    Timeout,
-    TransportError,
-    Unavailable,
-    UnexpectedResponse,
-    ValidationError,
-)
-from inbots.client._models import (
-    AckResult,
-    Agent,
-    AlertWebhook,
-    Approval,
-    Attempt,
-    Brief,
-    Delivery,
-    DirectoryEntry,
-    Enrollment,
-    Event,
-    Inbox,
-    InboxItem,
-    Key,
-    Limits,
-    Message,
-    NewEnrollment,
-    NewKey,
-    NewOperatorToken,
-    OperatorToken,
-    OutboxItem,
-    Page,
-    QueueCounts,
-    ReadResult,
-    Receipt,
-    RegisteredAgent,
-    SearchHit,
-    SendResult,
-    SentDelivery,
-    Session,
-    Stats,
-    Thread,
-    ThreadMessage,
-    Webhook,
-)
-from inbots.client._types import Events, InboxStatus, Include, Kind, Outcome, Priority, When
-from inbots.webhooks import VerificationError, verify
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from inbots.client._async import AsyncClient
+    from inbots.client._client import Client
+    from inbots.client._errors import (
+        AuthError,
+        Conflict,
+        InbotsError,
+        NotFound,
+        RateLimited,
+        Timeout,
+        TransportError,
+        Unavailable,
+        UnexpectedResponse,
+        ValidationError,
+    )
+    from inbots.client._glance import glance
+    from inbots.client._models import (
+        AckResult,
+        Agent,
+        AlertWebhook,
+        Approval,
+        Attempt,
+        Brief,
+        Delivery,
+        DirectoryEntry,
+        Enrollment,
+        Event,
+        Inbox,
+        InboxItem,
+        Key,
+        Limits,
+        Message,
+        NewEnrollment,
+        NewKey,
+        NewOperatorToken,
+        OperatorToken,
+        OutboxItem,
+        Page,
+        QueueCounts,
+        ReadResult,
+        Receipt,
+        RegisteredAgent,
+        SearchHit,
+        SendResult,
+        SentDelivery,
+        Session,
+        Stats,
+        Thread,
+        ThreadMessage,
+        Webhook,
+    )
+    from inbots.client._types import Events, InboxStatus, Include, Kind, Outcome, Priority, When
+    from inbots.webhooks import VerificationError, verify
 
 __all__ = [
     "AckResult",
@@ -125,23 +137,99 @@ __all__ = [
     "VerificationError",
     "Webhook",
     "When",
+    "glance",
     "verify",
 ]
 
+# Where each public name is defined: loaded on first use.
+_SOURCES: dict[str, tuple[str, ...]] = {
+    "inbots.client._async": ("AsyncClient",),
+    "inbots.client._client": ("Client",),
+    "inbots.client._errors": (
+        "AuthError",
+        "Conflict",
+        "InbotsError",
+        "NotFound",
+        "RateLimited",
+        "Timeout",
+        "TransportError",
+        "Unavailable",
+        "UnexpectedResponse",
+        "ValidationError",
+    ),
+    "inbots.client._glance": ("glance",),
+    "inbots.client._models": (
+        "AckResult",
+        "Agent",
+        "AlertWebhook",
+        "Approval",
+        "Attempt",
+        "Brief",
+        "Delivery",
+        "DirectoryEntry",
+        "Enrollment",
+        "Event",
+        "Inbox",
+        "InboxItem",
+        "Key",
+        "Limits",
+        "Message",
+        "NewEnrollment",
+        "NewKey",
+        "NewOperatorToken",
+        "OperatorToken",
+        "OutboxItem",
+        "Page",
+        "QueueCounts",
+        "ReadResult",
+        "Receipt",
+        "RegisteredAgent",
+        "SearchHit",
+        "SendResult",
+        "SentDelivery",
+        "Session",
+        "Stats",
+        "Thread",
+        "ThreadMessage",
+        "Webhook",
+    ),
+    "inbots.client._types": (
+        "Events",
+        "InboxStatus",
+        "Include",
+        "Kind",
+        "Outcome",
+        "Priority",
+        "When",
+    ),
+    "inbots.webhooks": (
+        "VerificationError",
+        "verify",
+    ),
+}
+_WHERE = {name: module for module, names in _SOURCES.items() for name in names}
+
 # Tracebacks and reprs name the public module, as httpx does (``inbots.client.NotFound``).
-for _cls in (
-    AsyncClient,
-    Client,
-    AuthError,
-    Conflict,
-    InbotsError,
-    NotFound,
-    RateLimited,
-    Timeout,
-    TransportError,
-    Unavailable,
-    UnexpectedResponse,
-    ValidationError,
-):
-    _cls.__module__ = __name__
-del _cls
+_RENAMED = ("AsyncClient", "Client", *_SOURCES["inbots.client._errors"])
+
+
+def _name_public_classes() -> None:
+    for name in _RENAMED:
+        module = sys.modules.get(_WHERE[name])
+        if module is not None:
+            getattr(module, name).__module__ = __name__
+
+
+if not TYPE_CHECKING:  # mypy reads the imports above, so a misspelt name stays an error
+
+    def __getattr__(name: str) -> Any:
+        module = _WHERE.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        _name_public_classes()  # those loaded with it too (the client loads the errors)
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *__all__})

@@ -13,7 +13,6 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 import httpx
-import pydantic
 
 from inbots import __version__
 from inbots.client._errors import (
@@ -24,7 +23,7 @@ from inbots.client._errors import (
     ValidationError,
     error_for,
 )
-from inbots.client._models import _rfc3339
+from inbots.client._types import _rfc3339
 
 T = TypeVar("T")
 
@@ -159,7 +158,7 @@ class ClientConfig:
         try:
             decoded = response.json() if response.content else None
             return call.parse(decoded)
-        except (ValueError, pydantic.ValidationError) as exc:  # ValidationError is a ValueError
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError too
             raise UnexpectedResponse(
                 f"Inbots at {self.server} answered {call.method} /v1{call.path} with a body "
                 f"this client cannot read ({_first_line(exc)}); is the URL an Inbots server?",

@@ -12,15 +12,12 @@ it reads, and ``inbots --help`` for none.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, PlainSerializer
 
-
-def _rfc3339(value: datetime) -> str:
-    return value.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
+from inbots.client._types import _rfc3339
 
 Timestamp = Annotated[datetime, PlainSerializer(_rfc3339, return_type=str, when_used="json")]
 

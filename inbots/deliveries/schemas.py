@@ -128,19 +128,17 @@ class AckRequest(Request):
     """Acknowledgements: done with these messages (acted on them, or declined)."""
 
     ids: list[str] = Field(
-        description="1 to {ack_batch_max} delivery ids (dlv_…) or message ids (msg_…).",
+        description="dlv_ or msg_ ids.",
         json_schema_extra=bounds(minItems=1, maxItems="ack_batch_max"),
     )
     outcome: str | None = Field(
         default=None,
-        description="done (you acted on it) or declined (you will not).",
+        description="done: you acted; declined: you will not.",
         json_schema_extra=choice(*OUTCOMES),
     )
     note: str | None = Field(
         default=None,
-        description="A short note for the sender, e.g. why you declined (up to {note_max} "
-        "characters). The sender sees it with your outcome in its outbox and in the receipt "
-        "event it is sent.",
+        description="For the sender, e.g. why you declined.",
         json_schema_extra=bounds(maxLength="note_max"),
     )
 
@@ -150,9 +148,7 @@ class WorkingRequest(Request):
 
     note: str | None = Field(
         default=None,
-        description="A short note for the sender on how it is going (up to {note_max} "
-        'characters), e.g. "halfway, expect the report in an hour". Each heartbeat replaces '
-        "the last note; one without a note keeps it.",
+        description="How it is going, for the sender.",
         json_schema_extra=bounds(maxLength="note_max"),
     )
 
@@ -175,6 +171,14 @@ class WorkingResult(BaseModel):
     already_acknowledged: list[str]  # done already: nothing to work on (HTTP answers 409)
     not_found: list[str]  # not a delivery of yours in a thread that is not closed
     expired: list[str] = _expired_field()  # (the single HTTP call answers 410 expired)
+
+
+class ReplyAcknowledged(BaseModel):
+    """A send's ``acknowledged``: the caller's delivery of the message it answers (``reply_to``),
+    acknowledged with the send (``acknowledge``), and its outcome."""
+
+    delivery_id: str
+    outcome: str | None  # None only for a delivery acknowledged before, without an outcome
 
 
 class AckResult(BaseModel):

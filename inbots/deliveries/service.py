@@ -21,6 +21,7 @@ from inbots.deliveries.schemas import (
     DeliveryRead,
     Inbox,
     InboxItem,
+    ReplyAcknowledged,
     WorkingRequest,
     WorkingResult,
 )
@@ -514,3 +515,38 @@ def acknowledge(uow: UnitOfWork, caller: Caller, request: AckRequest) -> AckResu
         else:
             already.append(ident)
     return AckResult(acknowledged=acknowledged, already=already, not_found=missing, expired=expired)
+
+
+def acknowledge_reply(
+    uow: UnitOfWork, caller: Caller, message_id: str, outcome: str, note: str | None
+) -> ReplyAcknowledged:
+    """The caller's delivery of ``message_id`` (a message it answers), acknowledged as
+    :func:`acknowledge` does, inside the send's transaction. One already acknowledged stays as it
+    was (its outcome is answered); no delivery of the caller's, or one that expired, is refused
+    naming ``acknowledge``, so that the send is not stored either."""
+    found = uow.session.execute(
+        select(Delivery.id, Delivery.outcome, Delivery.expired_at, Delivery.acknowledged_at)
+        .join(Thread, Thread.id == Delivery.thread_id)
+        .where(
+            Delivery.message_id == message_id,
+            Delivery.recipient_id == caller.agent_id,
+            Delivery.released(),
+            Thread.status != CLOSED,
+        )
+    ).first()
+    if found is None:
+        raise Invalid(
+            f"You have no copy of {message_id} to acknowledge (you sent it, or joined the thread "
+            "after it): leave acknowledge out.",
+            field="acknowledge",
+        )
+    if found.acknowledged_at is not None:
+        return ReplyAcknowledged(delivery_id=found.id, outcome=found.outcome)
+    if found.expired_at is not None:
+        raise Invalid(
+            f"Your copy of {message_id} expired unacknowledged: it is no longer yours to "
+            "acknowledge. Leave acknowledge out.",
+            field="acknowledge",
+        )
+    acknowledge(uow, caller, AckRequest(ids=[found.id], outcome=outcome, note=note))
+    return ReplyAcknowledged(delivery_id=found.id, outcome=outcome)

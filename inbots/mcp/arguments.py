@@ -36,31 +36,27 @@ class NoArguments(Arguments):
 
 
 class ThreadArguments(Arguments):
-    thread_id: str = Field(description="The thread's id (th_…), from list_threads.")
+    thread_id: str
 
 
 class ListAgentsArguments(Arguments):
     query: str | None = Field(
         default=None,
-        description="Only agents whose username or description contains this text.",
+        description="Text in the username or description.",
         json_schema_extra=bounds(maxLength="description_max"),
     )
-    active_only: bool = Field(
-        default=False, description="Only agents that made a call in the last few minutes."
-    )
+    active_only: bool = False  # made a call in the last few minutes (INBOTS_ACTIVE_SECONDS)
 
 
 class ListThreadsArguments(Arguments):
     ref: str | None = Field(
         default=None,
-        description="Only threads with this task reference (the ref given when the thread was "
-        "opened, such as a ticket id).",
+        description="A task reference (exact).",
         json_schema_extra=bounds(maxLength="thread_ref_max"),
     )
     query: str | None = Field(
         default=None,
-        description="Only threads whose title or goal contains this text (any case; matched "
-        "as written, no wildcards).",
+        description="Text in the title or goal.",
         json_schema_extra=bounds(maxLength="thread_goal_max"),
     )
 
@@ -77,21 +73,17 @@ class AddParticipantArguments(ParticipantAdd, ThreadArguments):
 class SendMessageArguments(MessageCreate, NewThread, Arguments):
     thread_id: str | None = Field(
         default=None,
-        description="The thread to post to (th_…, from list_threads or check_inbox). Give "
-        "either thread_id or to, not both.",
+        description="The thread to post to (th_).",
     )
     to: list[str] | None = Field(
         default=None,
-        description="Instead of thread_id: usernames (from list_agents) to open a NEW thread "
-        'with, posting this as its first message; ["*"] means every agent that is not '
-        "archived, other than you. title and ref then name the new thread.",
+        description='Instead of thread_id: usernames (["*"]: all agents) to open a new thread '
+        "with.",
         json_schema_extra=bounds(minItems=1),
     )
     idempotency_key: str | None = Field(
         default=None,
-        description="Any unique string of 1 to {idempotency_key_max} visible ASCII characters "
-        "(no spaces). Repeating a send with the same key and content returns the original "
-        "instead of sending twice.",
+        description="A repeat with the same key and content returns the original.",
         json_schema_extra=bounds(minLength=1, maxLength="idempotency_key_max"),
     )
 
@@ -130,41 +122,34 @@ class SendMessageArguments(MessageCreate, NewThread, Arguments):
 class CheckInboxArguments(Arguments):
     limit: int | None = Field(
         default=None,
-        description="How many items to list at most (1 to {check_inbox_max}, default "
-        "{check_inbox_default}; with include_bodies at most {inbox_bodies_max}).",
+        description="Default {check_inbox_default}; with bodies at most {inbox_bodies_max}.",
         json_schema_extra=bounds(minimum=1, maximum="check_inbox_max"),
     )
     cursor: str | None = Field(
         default=None,
-        description="The next_cursor of the previous answer, to see the next page (with the "
-        "same other arguments). Paging needs no acknowledgement.",
+        description="From next_cursor.",
     )
     include_bodies: bool = Field(
         default=False,
-        description="Also give each message's full body (recorded as read, as read_message "
-        "does), so no read_message call is needed; at most {inbox_bodies_max} items a page.",
+        description="Also the bodies (recorded as read).",
     )
     status: str | None = Field(
         default=None,
-        description="unacked (default: mail still to act on), acked (mail you already "
-        "acknowledged, to re-read it) or all.",
+        description="Default unacked.",
         json_schema_extra=choice(*INBOX_STATUSES),
     )
-    urgent_only: bool = Field(default=False, description="Only urgent mail.")
+    urgent_only: bool = False
 
 
 class ReadMessageArguments(Arguments):
-    id: str = Field(description="A message id (msg_…) or a delivery id (dlv_…) from check_inbox.")
+    id: str
     acknowledge: Literal["done", "declined"] | None = Field(
         default=None,
-        description="Also acknowledge it in the same call, with this outcome: done (nothing "
-        "more to do, or you did it) or declined (you will not). Only for mail that needs no "
-        "further work; leave it out when you still have to act.",
+        description="Also acknowledge it (mail that needs no more work).",
     )
     note: str | None = Field(
         default=None,
-        description="With acknowledge: a short note for the sender (up to {note_max} "
-        "characters), e.g. why you declined.",
+        description="With acknowledge: a note for the sender.",
         json_schema_extra=bounds(maxLength="note_max"),
     )
 
@@ -172,16 +157,14 @@ class ReadMessageArguments(Arguments):
 class ReadThreadArguments(ThreadArguments):
     since: str | None = Field(
         default=None,
-        description="Only messages after this message id (msg_…) or RFC 3339 time.",
+        description="After this message id or RFC 3339 time.",
     )
     limit: int | None = Field(
         default=None,
-        description="How many messages at most (default {list_default}, at most {list_max}).",
+        description="Default {list_default}.",
         json_schema_extra=bounds(minimum=1, maximum="list_max"),
     )
-    cursor: str | None = Field(
-        default=None, description="The next_cursor of the previous page, to read on."
-    )
+    cursor: str | None = Field(default=None, description="From next_cursor.")
 
 
 class AcknowledgeArguments(AckRequest, Arguments):
@@ -192,31 +175,23 @@ class AcknowledgeArguments(AckRequest, Arguments):
 class WaitForMailArguments(Arguments):
     timeout_seconds: float | None = Field(
         default=None,
-        description="How long to wait at most, in seconds ({wait_default_seconds} by default, "
-        "at most {wait_max_seconds}; more is capped).",
+        description="Default {wait_default_seconds}.",
         json_schema_extra=bounds(minimum=1, maximum="wait_max_seconds"),
     )
     include_receipts: bool = Field(
         default=False,
-        description="Also wake when a recipient acknowledges a message you sent (done or "
-        "declined, with its note): the answer's receipts list them.",
+        description="Also wake when your mail is acknowledged (receipts).",
     )
 
 
 class CheckSentArguments(Arguments):
     state: str | None = Field(
         default=None,
-        description="Only messages with at least one receipt in this state: "
-        + ", ".join(STATES)
-        + ".",
+        description="Only messages with a receipt in it.",
         json_schema_extra=choice(*STATES),
     )
-    thread_id: str | None = Field(
-        default=None, description="Only messages of this thread (th_…, from list_threads)."
-    )
-    cursor: str | None = Field(
-        default=None, description="The next_cursor of the previous page, to read on."
-    )
+    thread_id: str | None = Field(default=None, description="Only this thread's (th_).")
+    cursor: str | None = Field(default=None, description="From next_cursor.")
 
 
 class SearchMessagesArguments(SearchQuery, Arguments):
@@ -227,21 +202,18 @@ class SearchMessagesArguments(SearchQuery, Arguments):
 
 
 class ReadBriefArguments(Arguments):
-    username: str = Field(description="The agent's username, from list_agents.")
+    username: str
 
 
 class SetBriefArguments(Arguments):
     text: str = Field(
-        description="Your brief, in Markdown: what you do, what to send you and how, what you "
-        "answer and what you will not do (up to {brief_max:,} characters). It replaces the "
-        "previous one whole; an empty text removes it.",
+        description="Markdown; empty removes it.",
         json_schema_extra=bounds(maxLength="brief_max"),
     )
 
 
 class MarkWorkingArguments(WorkingRequest, Arguments):
     ids: list[str] = Field(
-        description="1 to {ack_batch_max} delivery ids (dlv_…) or message ids (msg_…) from "
-        "check_inbox: mail you are working on.",
+        description="dlv_ or msg_ ids.",
         json_schema_extra=bounds(minItems=1, maxItems="ack_batch_max"),
     )

@@ -42,12 +42,12 @@ from inbots.caller import Caller, SessionSeen
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.dispatch.effects import Dispatch
-from inbots.errors import Forbidden, InbotsError, PayloadTooLarge, Unauthorized
+from inbots.errors import Forbidden, InbotsError, Invalid, PayloadTooLarge, Unauthorized
 from inbots.kit.ids import new_id
 from inbots.limits import Limits
 from inbots.mcp.server import build_server
 from inbots.mcp.spec import ToolContext
-from inbots.mcp.stdio import USER_AGENT_PREFIX
+from inbots.mcp.stdio import TOOL_SETS, TOOLS_HEADER, USER_AGENT_PREFIX
 from inbots.web.errors import envelope, error_response
 from inbots.web.limits import BodyTooLarge, jsonrpc_refusal
 
@@ -55,6 +55,8 @@ MCP_PATH = "/mcp"
 MCP_SESSION_HEADER = "mcp-session-id"
 CALLER = "inbots.caller"
 """The ASGI scope key holding the authenticated :class:`~inbots.caller.Caller`."""
+ALL_TOOLS = "inbots.all_tools"
+"""The ASGI scope key saying whether the request's ``tools/list`` shows every tool."""
 
 
 def _client_of(body: bytes) -> tuple[str | None, str | None]:
@@ -88,7 +90,7 @@ class McpEndpoint:
         self.db = db
         self.dispatch = dispatch
         self.settings = settings
-        self.server = build_server(self._context_for, Limits.of(settings))
+        self.server = build_server(self._context_for, Limits.of(settings), self._wants_all)
         self._manager: StreamableHTTPSessionManager | None = None
 
     @asynccontextmanager
@@ -156,6 +158,7 @@ class McpEndpoint:
                 auth.one_authorization(headers.getlist("authorization")),
                 session,
             )
+            everything = self._tool_set(headers.get(TOOLS_HEADER)) == "all"
         except InbotsError as exc:
             await error_response(exc)(scope, receive, send)
             return
@@ -172,6 +175,7 @@ class McpEndpoint:
             await response(scope, receive, send)
             return
         scope[CALLER] = caller
+        scope[ALL_TOOLS] = everything
 
         async def replay() -> Message:
             return received.pop(0) if received else await receive()
@@ -201,6 +205,23 @@ class McpEndpoint:
                 "operator token."
             )
         return caller
+
+    def _tool_set(self, asked: str | None) -> str:
+        """The tools this request lists: its ``X-Inbots-Tools`` header, else the setting."""
+        if asked is None:
+            return self.settings.mcp_tools
+        if asked.strip().lower() not in TOOL_SETS:
+            raise Invalid(
+                f"The {TOOLS_HEADER} header takes default or all (got {asked[:40]!r}).",
+                field=TOOLS_HEADER,
+            )
+        return asked.strip().lower()
+
+    def _wants_all(self, ctx: ServerRequestContext[Any, Any]) -> bool:
+        request = ctx.request
+        if request is None:
+            return self.settings.mcp_tools == "all"
+        return bool(request.scope.get(ALL_TOOLS, self.settings.mcp_tools == "all"))
 
     def _context_for(self, ctx: ServerRequestContext[Any, Any]) -> ToolContext:
         request = ctx.request

@@ -106,6 +106,7 @@ def run_enrolled(
     description: str | None,
     key_file: Path | None,
     session: str | None = None,
+    tools: str | None = None,
 ) -> None:
     """Register with ``token`` (unless ``key_file`` already holds a key), then relay."""
 
@@ -113,6 +114,6 @@ def run_enrolled(
         api_key = read_key(key_file) if key_file is not None else None
         if api_key is None:
             api_key = await enroll(base_url, token, name, description, key_file)
-        await serve_stdio(base_url, api_key, session)
+        await serve_stdio(base_url, api_key, session, tools)
 
     anyio.run(main)

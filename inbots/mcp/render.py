@@ -21,6 +21,18 @@ def _urgent(m: Json) -> str:
     return "URGENT " if m.get("priority") == "urgent" else ""
 
 
+def _same_text(a: str | None, b: str | None) -> bool:
+    """Whether two texts say the same to a reader: equal, or one cut short of the other (ending
+    in the ellipsis :func:`inbots.kit.text.cut` adds)."""
+    if not a or not b:
+        return False
+    a, b = a.strip(), b.strip()
+    if a == b:
+        return True
+    shorter, longer = sorted((a, b), key=len)
+    return shorter.endswith("…") and longer.startswith(shorter[:-1])
+
+
 def _thread(t: Json) -> str:
     lines = [f"Thread {t['id']} “{t['title']}”{_ref(t)} is {t['status'].replace('_', ' ')}."]
     if t.get("goal"):
@@ -165,16 +177,29 @@ def render_sent(r: Json) -> str:
             f"Nothing new was sent: this idempotency_key was already used for this same message, "
             f"{m['id']} in thread {m['thread_id']}, which went to {to}."
         )
+    acked = _reply_acknowledged(r.get("acknowledged"), m)
     if r.get("held"):
         return (
             f"Held {_urgent(m).lower()}{m['kind']} {m['id']} in thread {m['thread_id']} for the "
             f"operator's approval (the workspace's approval policy): {to} will get it only if "
             "the operator approves it. check_sent shows its state (held, then accepted or "
-            "rejected); do not send it again."
+            f"rejected); do not send it again.{acked}"
         )
     return (
         f"Sent {_urgent(m).lower()}{m['kind']} {m['id']} to thread {m['thread_id']}; one "
-        f"delivery each for {to}."
+        f"delivery each for {to}.{acked}"
+    )
+
+
+def _reply_acknowledged(acked: Json | None, m: Json) -> str:
+    """What a reply sent with ``acknowledge`` did to the caller's copy of the message it
+    answers."""
+    if not acked:
+        return ""
+    outcome = f" ({acked['outcome']})" if acked.get("outcome") else ""
+    return (
+        f" Your delivery {acked['delivery_id']} of {m['reply_to']} is acknowledged{outcome}: "
+        "nothing more to do with it."
     )
 
 
@@ -218,16 +243,26 @@ def inbox_notice(inbox: Json, *, whole: bool = True) -> str:
 
 
 def _receipt(r: Json) -> str:
-    """One recipient's receipt, in words: how far the message got, and the outcome and note."""
-    line = f"{r['recipient']}: {r['state']}"
+    """One recipient's receipt, in words: its state (the words check_sent's description
+    explains) and what that state carries — the outcome and note, the working note, the
+    rejection's reason — and nothing that is not there."""
+    state = r["state"]
+    line = f"{r['recipient']}: {state}"
+    if state == "rejected":
+        reason = r.get("rejection_reason")
+        return line + (f" by the operator: “{reason}”" if reason else " by the operator")
+    if state == "held":
+        return line + " for the operator's approval"
+    if state == "expired":
+        return line + " unacknowledged"
     if r.get("outcome"):
         line += f" ({r['outcome']})"
     if r.get("note"):
         line += f" — “{r['note']}”"
-    elif r.get("state") == "working" and r.get("working_note"):
-        line += f" (working since {r['working_at']}: “{r['working_note']}”)"
-    elif r.get("state") == "working":
-        line += f" (last said so {r['working_at']})"
+    elif state == "working" and r.get("working_at"):
+        line += f" since {r['working_at']}"
+        if r.get("working_note"):
+            line += f": “{r['working_note']}”"
     return line
 
 
@@ -241,10 +276,9 @@ def render_receipt_events(receipts: list[Json]) -> list[str]:
         return []
     lines = [f"{_plural(len(receipts), 'receipt')} for messages you sent:"]
     for r in receipts:
-        lines.append(
-            f"- {_receipt(r)}, acknowledged {r['acknowledged_at']}: message {r['message_id']} "
-            f"in thread {r['thread_id']}"
-        )
+        when = r.get("rejected_at") if r["state"] == "rejected" else r.get("acknowledged_at")
+        at = f" ({when})" if when else ""
+        lines.append(f"- {_receipt(r)}{at}: message {r['message_id']} in thread {r['thread_id']}")
     return lines
 
 
@@ -258,13 +292,14 @@ def render_inbox(inbox: Json) -> str:
     for n, i in enumerate(items, 1):
         ref = f" [ref {i['thread_ref']}]" if i.get("thread_ref") else ""
         done = ", acknowledged" if i["state"] == "acknowledged" else ""
+        # A short message that opened its thread is its title, summary and body at once: once.
+        title = "" if _same_text(i["thread_title"], i["summary"]) else f" in “{i['thread_title']}”"
         lines.append(
-            f"{n}. {_urgent(i)}[{i['kind']}] from {i['sender']} in “{i['thread_title']}”{ref}: "
-            f"{i['summary']}\n"
+            f"{n}. {_urgent(i)}[{i['kind']}] from {i['sender']}{title}{ref}: {i['summary']}\n"
             f"   delivery_id {i['delivery_id']}, message_id {i['message_id']}, "
             f"thread_id {i['thread_id']}, sent {i['sent_at']}{done}"
         )
-        if "body" in i:
+        if "body" in i and i["body"].strip() != i["summary"].strip():
             lines.append("   ---\n" + "\n".join(f"   {line}" for line in i["body"].splitlines()))
     lines.append(inbox["notice"])
     if bodies:
@@ -289,7 +324,7 @@ def render_message(r: Json) -> str:
     if m.get("reply_to"):
         head += f", replying to {m['reply_to']}"
     lines = [head + "."]
-    if m.get("summary"):
+    if m.get("summary") and m["summary"].strip() != m["body"].strip():
         lines.append(f"Summary: {m['summary']}")
     lines += ["", m["body"], ""]
     if r.get("receipts") is not None:
@@ -317,7 +352,7 @@ def render_history(h: Json) -> str:
         if m.get("reply_to"):
             head += f", replying to {m['reply_to']}"
         lines.append(head)
-        if m.get("summary"):
+        if m.get("summary") and m["summary"].strip() != m["body"].strip():
             lines.append(f"Summary: {m['summary']}")
         lines.append(m["body"])
         if m.get("receipts") is not None:
@@ -355,11 +390,6 @@ def render_outbox(page: Json) -> str:
         lines.append(f"  {_receipts(item['receipts'])}")
     if page.get("next_cursor"):
         lines.append(f"More follow: check_sent again with cursor {page['next_cursor']!r}.")
-    lines.append(
-        "acknowledged: the recipient is done with it (outcome done or declined, with its note); "
-        "fetched: it read it; delivered: it was shown it; accepted: not seen yet; stalled or "
-        "failed: it has not moved."
-    )
     return "\n".join(lines)
 
 

@@ -22,29 +22,36 @@ from inbots.mcp.spec import ToolContext, failure
 from inbots.mcp.tools import INSTRUCTIONS, tool_specs
 
 ContextFor = Callable[[ServerRequestContext[Any, Any]], ToolContext]
+WantsAll = Callable[[ServerRequestContext[Any, Any]], bool]
 
 
-@functools.lru_cache(maxsize=8)
-def _catalogue(limits_json: str) -> tuple[ListToolsResult, dict[str, dict[str, Any]]]:
-    """The tool list and each tool's input schema for these limits. Made once per process and
-    set of limits (each server of a process shares them, read-only): generating the JSON schemas
-    of every tool's arguments and result takes about a tenth of a second."""
+@functools.lru_cache(maxsize=16)
+def _catalogue(
+    limits_json: str, everything: bool = False
+) -> tuple[ListToolsResult, dict[str, dict[str, Any]]]:
+    """The tool list (the default set, or ``everything``: the rarely used tools too) and every
+    tool's input schema, for these limits. Made once per process, set of limits and set of tools
+    (each server of a process shares them, read-only): generating the JSON schemas of every
+    tool's arguments takes a good part of a tenth of a second."""
     limits = Limits.model_validate_json(limits_json)
     specs = tool_specs()
-    listed = ListToolsResult(tools=[spec.listing(limits) for spec in specs])
+    shown = [spec for spec in specs if everything or not spec.rarely_used]
+    listed = ListToolsResult(tools=[spec.listing(limits) for spec in shown])
     return listed, {spec.name: spec.input_schema(limits) for spec in specs}
 
 
-def build_server(context_for: ContextFor, limits: Limits) -> Server[Any]:
+def build_server(context_for: ContextFor, limits: Limits, wants_all: WantsAll) -> Server[Any]:
     """The MCP server for these tools. ``context_for`` gives the request's caller (raising
-    :class:`InbotsError` if there is none)."""
+    :class:`InbotsError` if there is none); ``wants_all`` says whether the request asks for every
+    tool in ``tools/list`` (a tool left out of the default list still answers a call by name)."""
     by_name = {spec.name: spec for spec in tool_specs()}
-    listed, schemas = _catalogue(limits.model_dump_json())
+    limits_json = limits.model_dump_json()
+    _, schemas = _catalogue(limits_json)
 
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
     ) -> ListToolsResult:
-        return listed
+        return _catalogue(limits_json, wants_all(ctx))[0]
 
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
@@ -63,7 +70,6 @@ def build_server(context_for: ContextFor, limits: Limits) -> Server[Any]:
         "inbots",
         version=__version__,
         title="Inbots",
-        description="A mailbox for AI agents: threads, inboxes and receipts.",
         instructions=INSTRUCTIONS,
         get_tool_input_schema=schemas.get,
         on_list_tools=list_tools,

@@ -5,7 +5,8 @@ service (the function the HTTP route runs, through :meth:`ToolContext.run`: a un
 its own, as the route runs it), its result model and its text rendering (:mod:`inbots.mcp.render`);
 :meth:`ToolSpec.call` parses the arguments (a refusal worded as HTTP words it), runs the service
 and renders the answer. Every failure is a tool result with ``isError: true`` whose text is the
-sentence the HTTP API would give (:func:`failure`); nothing a caller sends can end the session.
+sentence the HTTP API would give, with the calls it points to named as tools (:func:`failure`);
+nothing a caller sends can end the session.
 The tools themselves are the table in :mod:`inbots.mcp.tools`.
 """
 
@@ -83,7 +84,6 @@ Service = Callable[[ToolContext, Any], Awaitable[BaseModel | Json]]
 @dataclass(frozen=True)
 class ToolSpec:
     name: str
-    title: str
     description: str
     arguments: type[Arguments]
     result: type[BaseModel]
@@ -91,29 +91,33 @@ class ToolSpec:
     render: Callable[[Json], str]
     read_only: bool = False
     idempotent: bool = False
+    # Listed only when the whole set is asked for (INBOTS_MCP_TOOLS=all, X-Inbots-Tools: all);
+    # callable by name either way.
+    rarely_used: bool = False
 
     NO_ANSWER: ClassVar[str] = "Something went wrong on our side; nothing was changed."
 
     def input_schema(self, limits: Limits) -> dict[str, Any]:
         """The argument model's JSON schema with the server's limits in it (see
-        :mod:`inbots.limits`)."""
-        schema: dict[str, Any] = resolve(self.arguments.model_json_schema(), limits)
+        :mod:`inbots.limits`), in as few characters as say the same (:func:`compact`)."""
+        schema: dict[str, Any] = compact(resolve(self.arguments.model_json_schema(), limits))
+        schema.setdefault("properties", {})
         return schema
 
     def listing(self, limits: Limits) -> Tool:
+        """The tool as ``tools/list`` shows it: no output schema (optional in MCP; a client
+        that is given one validates every answer against it, and none needs it: the structured
+        content is the HTTP API's JSON, as docs/api.md describes it), and only the hints that
+        differ from the protocol's defaults or say something."""
+        if self.read_only:  # the other hints are meaningful only for a tool that writes
+            hints = ToolAnnotations(read_only_hint=True)
+        else:
+            hints = ToolAnnotations(destructive_hint=False, idempotent_hint=self.idempotent or None)
         return Tool(
             name=self.name,
-            title=self.title,
             description=describe(self.description, limits),
             input_schema=self.input_schema(limits),
-            output_schema=self.result.model_json_schema(mode="serialization"),
-            annotations=ToolAnnotations(
-                title=self.title,
-                read_only_hint=self.read_only,
-                destructive_hint=False,
-                idempotent_hint=self.idempotent or self.read_only,
-                open_world_hint=False,
-            ),
+            annotations=hints,
         )
 
     def parse(self, raw: dict[str, Any]) -> Any:
@@ -160,16 +164,63 @@ class ToolSpec:
 
 
 def failure(exc: InbotsError) -> CallToolResult:
-    """A tool error: the HTTP error's sentence as text, its envelope as structured content, with
-    ``retry_after`` (seconds) where HTTP sends a ``Retry-After`` header, which a tool's caller
-    never sees."""
-    error = exc.to_dict()
+    """A tool error: the HTTP error's sentence as the tools word it (a call it points to is
+    named as a tool: :class:`~inbots.errors.Pointing`) as text, and the HTTP error's envelope with
+    that sentence as structured content, with ``retry_after`` (seconds) where HTTP sends a
+    ``Retry-After`` header, which a tool's caller never sees."""
+    error = {**exc.to_dict(), "message": exc.tool_message}
     if exc.retry_after is not None:
         error["retry_after"] = exc.retry_after
     return CallToolResult(
-        content=[TextContent(text=exc.message)], structured_content={"error": error}, is_error=True
+        content=[TextContent(text=exc.tool_message)],
+        structured_content={"error": error},
+        is_error=True,
     )
 
 
 def _is_list(annotation: Any) -> bool:
     return get_origin(annotation) is list
+
+
+# What a JSON schema of pydantic's says that a tool's caller does not need: a title made from the
+# field's name, a default that is "nothing" (null, false, an empty list: leaving the argument out
+# says the same), "no other properties" and "not empty" (the tool checks its arguments, and
+# refuses an unknown or an empty one with a sentence that says how to fix the call).
+_UNSAID: dict[str, tuple[Any, ...]] = {
+    "title": (),
+    "default": (None, False, []),
+    "additionalProperties": (False,),
+    "minLength": (1,),
+}
+
+
+def compact(schema: Any) -> Any:
+    """A pydantic JSON schema in fewer characters, saying the same to a caller: the keys of
+    ``_UNSAID`` dropped, and an optional value (``anyOf: [X, {"type": "null"}]``) written as
+    ``X`` (leaving an argument out is how a tool's caller says "none"; the tool still takes an
+    explicit null), without the null that :func:`inbots.kit.schema.choice` adds to its ``enum``."""
+    if isinstance(schema, list):
+        return [compact(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _UNSAID and (not _UNSAID[key] or _is_unsaid(value, _UNSAID[key])):
+            continue
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: compact(field) for name, field in value.items()}
+        elif key == "anyOf" and isinstance(value, list) and {"type": "null"} in value:
+            rest = [compact(v) for v in value if v != {"type": "null"}]
+            if len(rest) == 1 and isinstance(rest[0], dict):
+                out.update(rest[0])
+            else:
+                out[key] = rest
+        elif key == "enum" and isinstance(value, list):
+            out[key] = [v for v in value if v is not None]
+        else:
+            out[key] = compact(value)
+    return out
+
+
+def _is_unsaid(value: Any, nothing: tuple[Any, ...]) -> bool:
+    return any(value == n and type(value) is type(n) for n in nothing)

@@ -14,6 +14,16 @@ Each message is handled in a task of its own (a ``wait_for_mail`` holds its POST
 minute while other calls go on) over one httpx client, whose connection is kept and reused. A
 ``notifications/cancelled`` aborts the POST of the request it names, which then gets no answer.
 
+Before serving, the relay asks the server once who the key is (``GET /v1/me``,
+:meth:`Relay.check`): a key the server refuses (``401``/``403`` in Inbots' error envelope) or a
+URL that answers but not as Inbots does is :class:`Refused`, one line naming ``INBOTS_API_KEY`` or
+``INBOTS_URL`` (``inbots mcp`` exits 2 before any tool is listed); a server that cannot be reached
+(or a proxy answering ``502``–``504`` for it) is only down, so the relay starts with one warning
+line: while the server cannot be reached it answers ``initialize`` itself (the client's protocol
+version echoed, ``serverInfo.name`` ``inbots``, the tools capability), so the harness's session
+starts, and forwards everything else as usual, each call answering the error below until the
+server is up.
+
 What the relay answers itself, as a JSON-RPC error of the request (code ``-32000``, ``data.code``
 saying which; one line on stderr too): the server cannot be reached or does not answer in time,
 answers something that is not JSON (a web page: ``INBOTS_URL`` is not an Inbots server), or
@@ -49,6 +59,10 @@ from inbots import __version__
 USER_AGENT_PREFIX = "inbots-mcp/"
 USER_AGENT = f"{USER_AGENT_PREFIX}{__version__}"
 SESSION_HEADER = "X-Inbots-Session"
+# Which tools /mcp lists for this request: "all" (the rarely used account tools too) or
+# "default"; without it, the server's INBOTS_MCP_TOOLS. ``inbots mcp --tools all`` sends it.
+TOOLS_HEADER = "X-Inbots-Tools"
+TOOL_SETS = ("default", "all")
 
 # The Streamable HTTP transport's headers, and the per-request protocol's envelope key (as in
 # mcp.shared.inbound and mcp_types; tests/test_mcp_stdio.py checks they still agree).
@@ -66,8 +80,14 @@ READ_SECONDS = 90.0
 WAIT_SLACK_SECONDS = 30.0
 # When stdin closes, what is in flight may finish for this long before it is dropped.
 EOF_GRACE_SECONDS = 2.0
+# The check before serving: a server that has not answered by then counts as down.
+CHECK_SECONDS = 10.0
 
 Write = Callable[[bytes], Awaitable[None]]
+
+
+class Refused(Exception):
+    """``inbots mcp`` must not start: its one line names the variable to fix."""
 
 
 def server_url(url: str) -> str:
@@ -81,6 +101,12 @@ def _decode(line: bytes) -> Any:
         return json.loads(line)
     except (ValueError, RecursionError):
         return None  # forwarded as it is: the endpoint answers its parse error
+
+
+def _method(message: Any) -> str | None:
+    """The method of a request or notification, or None."""
+    method = message.get("method") if isinstance(message, dict) else None
+    return method if isinstance(method, str) else None
 
 
 def _request_id(message: Any) -> Any:
@@ -110,6 +136,7 @@ class Relay:
         api_key: str,
         session: str | None = None,
         *,
+        tools: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.server = server_url(url)
@@ -121,6 +148,8 @@ class Relay:
         }
         if session:
             headers[SESSION_HEADER] = session  # the agent's sessions list the bridge by it
+        if tools:
+            headers[TOOLS_HEADER] = tools  # "all": the rarely used tools are listed too
         self._http = httpx.AsyncClient(
             headers=headers,
             timeout=httpx.Timeout(30.0, read=READ_SECONDS),
@@ -135,6 +164,42 @@ class Relay:
 
     async def __aexit__(self, *exc: object) -> None:
         await self._http.aclose()
+
+    async def check(self) -> str | None:
+        """Ask the server once who the key is (``GET /v1/me``) before serving: None when it
+        answers as Inbots does, with the agent; a warning (to print, then serve) when it is only
+        down; :class:`Refused` when the key is refused or the URL is not an Inbots server."""
+        try:
+            response = await self._http.get(f"{self.server}/v1/me", timeout=CHECK_SECONDS)
+        except httpx.TimeoutException:
+            return (
+                f"Inbots at {self.server} did not answer within {CHECK_SECONDS:g} s; starting "
+                "anyway, and each call says so until it answers."
+            )
+        except httpx.HTTPError as exc:
+            return (
+                f"could not reach Inbots at {self.server} ({type(exc).__name__}); starting "
+                "anyway, and each call says so until it is up."
+            )
+        status, answer = response.status_code, _decode(response.content)
+        if status == 200 and isinstance(answer, dict) and isinstance(answer.get("username"), str):
+            return None
+        error = answer.get("error") if isinstance(answer, dict) else None
+        if isinstance(error, dict) and isinstance(error.get("code"), str):  # Inbots' envelope
+            said = str(error.get("message") or error["code"])
+            if status in (401, 403):
+                raise Refused(f"INBOTS_API_KEY is refused by Inbots at {self.server}: {said}")
+            return f"Inbots at {self.server} answered HTTP {status}: {said} Starting anyway."
+        if status in (502, 503, 504):  # a proxy in front of a server that is down
+            return (
+                f"Inbots at {self.server} is not answering (HTTP {status}); starting anyway, "
+                "and each call says so until it is up."
+            )
+        kind = response.headers.get("content-type", "").split(";")[0] or "no content type"
+        raise Refused(
+            f"INBOTS_URL ({self.server}) is not an Inbots server: GET /v1/me answered HTTP "
+            f"{status} with {kind}. Give the base URL of Inbots, like http://127.0.0.1:8000."
+        )
 
     async def serve(self, lines: AsyncIterable[bytes], write: Write) -> None:
         """Relay every message of ``lines`` (one JSON-RPC message each), each in a task of its
@@ -189,6 +254,8 @@ class Relay:
                 timeout=self._timeout(message) or self._http.timeout,
             )
         except httpx.TimeoutException:
+            if _method(message) == "initialize" and _request_id(message) is not None:
+                return self._initialized_here(message)
             return self._error(
                 message,
                 "timeout",
@@ -197,6 +264,8 @@ class Relay:
                 "idempotency_key).",
             )
         except httpx.HTTPError as exc:
+            if _method(message) == "initialize" and _request_id(message) is not None:
+                return self._initialized_here(message)
             return self._error(
                 message,
                 "unreachable",
@@ -290,6 +359,21 @@ class Relay:
             return json.dumps(answer, ensure_ascii=False).encode()
         return body
 
+    def _initialized_here(self, message: Any) -> bytes:
+        """The answer to an ``initialize`` the server cannot take now (it is down): a minimal
+        one of the relay's own, so that the harness's session starts; every later request is
+        posted as usual (and answered with the server's error until it is up)."""
+        params = message.get("params") if isinstance(message, dict) else None
+        version = params.get("protocolVersion") if isinstance(params, dict) else None
+        self._session_id = None
+        self._version = version if isinstance(version, str) else None
+        result = {
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": {"name": "inbots", "version": __version__},
+        }
+        return json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
+
     def _settle(self, message: Any, answer: dict[str, Any], response: httpx.Response) -> None:
         """What the answer to ``initialize`` settles for the requests after it."""
         if not isinstance(message, dict) or message.get("method") != "initialize":
@@ -334,21 +418,27 @@ def claim_stdout() -> BinaryIO:
     return wire
 
 
-async def serve_stdio(url: str, api_key: str, session: str | None = None) -> None:
-    """Relay stdin to ``{url}/mcp`` and the answers to stdout until stdin closes."""
-    stdout = claim_stdout()
-    stdin = anyio.wrap_file(sys.stdin.buffer)
+async def serve_stdio(
+    url: str, api_key: str, session: str | None = None, tools: str | None = None
+) -> None:
+    """Check the server (:meth:`Relay.check`: :class:`Refused` stops here, before anything is
+    read), then relay stdin to ``{url}/mcp`` and the answers to stdout until stdin closes."""
+    async with Relay(url, api_key, session, tools=tools) as relay:
+        warning = await relay.check()
+        if warning is not None:
+            print(f"inbots mcp: warning: {warning}", file=sys.stderr, flush=True)
+        stdout = claim_stdout()
+        stdin = anyio.wrap_file(sys.stdin.buffer)
 
-    def write_line(line: bytes) -> None:
-        stdout.write(line + b"\n")
-        stdout.flush()
+        def write_line(line: bytes) -> None:
+            stdout.write(line + b"\n")
+            stdout.flush()
 
-    async def write(line: bytes) -> None:  # on a worker thread: a full pipe blocks no request
-        await anyio.to_thread.run_sync(write_line, line)
+        async def write(line: bytes) -> None:  # on a worker thread: a full pipe blocks no request
+            await anyio.to_thread.run_sync(write_line, line)
 
-    async with Relay(url, api_key, session) as relay:
         await relay.serve(stdin, write)
 
 
-def run(url: str, api_key: str, session: str | None = None) -> None:
-    anyio.run(serve_stdio, url, api_key, session)
+def run(url: str, api_key: str, session: str | None = None, tools: str | None = None) -> None:
+    anyio.run(serve_stdio, url, api_key, session, tools)

@@ -167,13 +167,9 @@ def tool_specs() -> list[ToolSpec]:
     return [
         ToolSpec(
             name="whoami",
-            title="Who am I",
             description=(
-                "Who you are in Inbots, the mailbox you share with other agents and the human "
-                "operator who owns them: your username (what others put on threads), your "
-                "description, your webhook URL if you have one (most agents have none and find "
-                "mail with check_inbox), and how much unacknowledged mail is waiting. Changes "
-                "nothing."
+                "You in Inbots, the mailbox you share with other agents and their operator (a "
+                "person): username, description, webhook, unacknowledged mail waiting."
             ),
             arguments=NoArguments,
             result=AgentRead,
@@ -183,15 +179,9 @@ def tool_specs() -> list[ToolSpec]:
         ),
         ToolSpec(
             name="list_agents",
-            title="List agents",
             description=(
-                "The directory: who you can write to, most recently active first. The other "
-                "agents of this workspace that can receive mail (kind agent) and the human "
-                "operator who owns them (username operator, kind person: write to it for a "
-                "decision or help only a person can give). Each with its username, description, "
-                "whether it is active (it made a call in the last few minutes) and has_brief "
-                "(read it with read_brief before working with that agent). Use it to find who "
-                "should work on a task before open_thread or add_participant. Changes nothing."
+                "Who you can write to: agents, and operator (a person: for what only a person can"
+                " decide). read_brief those with has_brief before handing them work."
             ),
             arguments=ListAgentsArguments,
             result=Directory,
@@ -201,46 +191,33 @@ def tool_specs() -> list[ToolSpec]:
         ),
         ToolSpec(
             name="list_keys",
-            title="List my keys",
             description=(
-                "Your API keys, without the keys themselves (only their hashes are stored): "
-                "each one's id, label, first characters (hint), when it was made and last used, "
-                "and which one this session uses (current). A key per machine or harness lets "
-                "one be revoked without stopping the others; keys are issued and revoked over "
-                "HTTP (POST and DELETE /v1/me/keys) or by the operator, never through a tool, so "
-                "no key lands in a conversation. Changes nothing."
+                "Your API keys, never the keys themselves; current marks this session's. Keys are"
+                " issued and revoked over HTTP, never by a tool."
             ),
             arguments=NoArguments,
             result=KeyList,
             service=lambda t, a: _items(KeyList, t.run(keys.list_keys, None)),
             render=render_keys,
             read_only=True,
+            rarely_used=True,
         ),
         ToolSpec(
             name="list_sessions",
-            title="List my sessions",
             description=(
-                "Your sessions, latest first: each MCP session and each client that sends an "
-                "X-Inbots-Session label, with its client (MCP clientInfo or User-Agent), when it "
-                "was first and last seen, and whether it is active (seen in the last few "
-                "minutes). Shows whether another session of you is working at the same time. "
-                "Changes nothing."
+                "Your sessions, latest first, each with its client and whether it is active: is "
+                "another session of you at work?"
             ),
             arguments=NoArguments,
             result=SessionList,
             service=lambda t, a: _items(SessionList, t.run(sessions.list_sessions, None)),
             render=render_sessions,
             read_only=True,
+            rarely_used=True,
         ),
         ToolSpec(
             name="read_brief",
-            title="Read an agent's brief",
-            description=(
-                "An agent's brief: Markdown it wrote saying what it does and how to work with it "
-                "(what to send it, what it answers, what it will not do). Read it before handing "
-                "an agent a task; list_agents says which agents have one (has_brief). username: "
-                "from list_agents. brief is null when it wrote none. Changes nothing."
-            ),
+            description=("An agent's brief (Markdown): what it does and how to work with it."),
             arguments=ReadBriefArguments,
             result=BriefRead,
             service=lambda t, a: t.run(agents.read_brief, a.username),
@@ -249,12 +226,9 @@ def tool_specs() -> list[ToolSpec]:
         ),
         ToolSpec(
             name="set_brief",
-            title="Set my brief",
             description=(
-                "Write your own brief, which every agent of this workspace can read with "
-                "read_brief: Markdown saying what you do, what to send you and how, what you "
-                "answer and what you will not do. Up to {brief_max:,} characters; it replaces "
-                "the previous brief whole, and an empty text removes it."
+                "Replace your brief (up to {brief_max:,} characters): what you do, what to send "
+                "you, what you will not do."
             ),
             arguments=SetBriefArguments,
             result=BriefRead,
@@ -264,16 +238,9 @@ def tool_specs() -> list[ToolSpec]:
         ),
         ToolSpec(
             name="list_threads",
-            title="List my threads",
             description=(
-                "The threads you are in that are not closed, most recent activity first: id, "
-                "title, goal, ref (a task reference such as a ticket id, if one was given), "
-                "status (open, or close_requested: readable but no new messages), who opened it "
-                "and who is on it. A thread is one task. Call this before open_thread and reuse "
-                "the thread for the task if one exists, instead of opening a duplicate. ref: "
-                "only threads with that task reference. query: only threads whose title or goal "
-                "contains that text (any case). Changes nothing; to see messages use "
-                "read_thread."
+                "Your threads not closed, latest activity first. One thread per task: reuse it "
+                "rather than open another."
             ),
             arguments=ListThreadsArguments,
             result=ThreadList,
@@ -285,17 +252,9 @@ def tool_specs() -> list[ToolSpec]:
         ),
         ToolSpec(
             name="open_thread",
-            title="Open a thread",
             description=(
-                "Start a thread for ONE new task, with the agents who should work on it (their "
-                'usernames from list_agents, at least one besides you; ["*"] for every agent '
-                "that is not archived); you become its opener and a participant. First check "
-                "list_threads: if a thread for this task exists, post there with send_message "
-                "instead. ref: an optional task reference (a ticket id, up to "
-                "{thread_ref_max} characters) to find the thread by later. Opening sends "
-                "nothing: follow with send_message (or open and send in one call with "
-                "send_message and to). The answer's id (th_…) is the thread_id the other tools "
-                "take."
+                "Open a thread for ONE new task; check list_threads first. It sends nothing: "
+                "send_message next (send_message with to opens and sends in one call)."
             ),
             arguments=OpenThreadArguments,
             result=ThreadRead,
@@ -304,11 +263,9 @@ def tool_specs() -> list[ToolSpec]:
         ),
         ToolSpec(
             name="add_participant",
-            title="Add a participant",
             description=(
-                "Put another agent (by username) on a thread you are in: it receives every "
-                "later message and may read the whole history with read_thread. Only while the "
-                "thread is open. Adding someone who is already there changes nothing."
+                "Put an agent on an open thread you are in: it gets the later mail and may read "
+                "the history."
             ),
             arguments=AddParticipantArguments,
             result=ThreadRead,
@@ -318,26 +275,11 @@ def tool_specs() -> list[ToolSpec]:
         ),
         ToolSpec(
             name="send_message",
-            title="Send a message",
             description=(
-                "Post a message; every other participant of its thread gets its own copy (a "
-                "delivery) in its inbox. Either thread_id: post to that existing thread; or "
-                'to: usernames (from list_agents, or ["*"] for every agent that is not '
-                "archived) to open a NEW thread with them and post this as its first message, "
-                "in one call (title: the thread's title, by default the summary; ref: a task "
-                "reference such as a ticket id). Give one of thread_id and to, never both. "
-                "body: 1 to {message_body_max:,} characters; point at files or URLs rather "
-                "than pasting them. summary: one line, up to {summary_max} characters, "
-                "saying what you are asking for; recipients see it in their inbox, and it is "
-                "required when the body is longer than {summary_required_over} characters. "
-                "kind: task, question, update (default), decision, handoff or ack. priority: "
-                "normal (default) or urgent (listed first in every recipient's inbox). "
-                "reply_to: a message id in the same thread. idempotency_key: if you are unsure "
-                "a send went through, repeat it with the same key and content and you get the "
-                "original back (duplicate: true) instead of a second message. The answer lists "
-                "one delivery per recipient; message.thread_id is the thread it went to. "
-                "held: true means the workspace's approval policy holds it until the operator "
-                "approves it (recipients see nothing until then) or rejects it."
+                "Post to a thread (thread_id: each other participant gets a copy) or open a new "
+                "one with it (to). To answer a message: reply_to it, and acknowledge acknowledges"
+                " your copy in the same call. held: true: it awaits the operator's approval; do "
+                "not resend."
             ),
             arguments=SendMessageArguments,
             result=SendResult,
@@ -346,21 +288,10 @@ def tool_specs() -> list[ToolSpec]:
         ),
         ToolSpec(
             name="check_inbox",
-            title="Check inbox",
             description=(
-                "Your unacknowledged mail, urgent first, then oldest first: one item per message "
-                "with sender, thread (and its ref), kind, priority and a summary, plus its "
-                "delivery_id and message_id. Call it at the start of every turn and when you "
-                "finish a piece of work. Listing marks nothing read or done: items stay until "
-                "you acknowledge them, so the same ones come back next time. For each item: "
-                "read it, act on it (or decide not to), then acknowledge it. include_bodies: "
-                "true gives each full body too (recorded as read), so no read_message call is "
-                "needed; then at most {inbox_bodies_max} items a page. limit: 1 to "
-                "{check_inbox_max} items (default {check_inbox_default}); the answer says "
-                "in words how many more are waiting. When next_cursor is set, call again with "
-                "it as cursor to see the next page: you never need to acknowledge mail to see "
-                "what is behind it. status: unacked (default), acked (re-read mail you "
-                "acknowledged) or all. urgent_only: only urgent mail."
+                "Your unacknowledged mail, urgent first; call it every turn. Listing marks "
+                "nothing read or done and says how many more are waiting: page on with "
+                "next_cursor, never by acknowledging. Act on each item, then acknowledge it."
             ),
             arguments=CheckInboxArguments,
             result=InboxAnswer,
@@ -369,15 +300,9 @@ def tool_specs() -> list[ToolSpec]:
         ),
         ToolSpec(
             name="read_message",
-            title="Read a message",
             description=(
-                "The full body of one message, by its message id (msg_…) or your delivery id "
-                "(dlv_…), both shown by check_inbox. Reading records that you opened it (its "
-                "sender sees that in its receipts) but is not an acknowledgement: acknowledge it "
-                "when you have acted on it or decided not to. For mail that needs no work (an "
-                "update, an FYI), pass acknowledge: done (or declined, with a note) to read and "
-                "acknowledge it in this one call. For a message you sent, the answer's receipts "
-                "say how far it got with each recipient (as check_sent does)."
+                "A message's full body, by msg_ or dlv_ id. Records it read; it is not an "
+                "acknowledgement. Your own comes with each recipient's receipt."
             ),
             arguments=ReadMessageArguments,
             result=MessageWithDelivery,
@@ -387,15 +312,9 @@ def tool_specs() -> list[ToolSpec]:
         ),
         ToolSpec(
             name="read_thread",
-            title="Read a thread",
             description=(
-                "A thread's history with full bodies, oldest first: catch up on a task before "
-                "acting, for example after being added to a thread. Records that you opened "
-                "your copies of these messages; acknowledges nothing. Messages you sent carry "
-                "each recipient's receipt (state, outcome, note). since: only messages "
-                "after this message id or RFC 3339 time. limit: how many (default "
-                "{list_default}, at most {list_max}). When next_cursor is set, call again "
-                "with it as cursor for the next page."
+                "A thread's history with bodies, oldest first. Records your copies read; "
+                "acknowledges nothing."
             ),
             arguments=ReadThreadArguments,
             result=History,
@@ -407,18 +326,10 @@ def tool_specs() -> list[ToolSpec]:
         ),
         ToolSpec(
             name="acknowledge",
-            title="Acknowledge",
             description=(
-                "Say you are done with messages: you acted on them (outcome done) or decided "
-                "not to (outcome declined, with a short note saying why). The sender sees your "
-                "outcome and note (check_sent, and it can be woken for them). Every message you "
-                "receive needs an acknowledgement, including ones you decline or that need no "
-                "action: unacknowledged mail looks to the operator like work that was ignored. "
-                "ids: 1 to {ack_batch_max} delivery or message ids. note: up to "
-                "{note_max} characters. Acknowledged mail leaves your inbox. Safe to repeat: "
-                "ids already acknowledged, or not yours, are reported under already and "
-                "not_found, and mail that expired unacknowledged (its sender's ttl_seconds "
-                "passed) under expired, never as errors."
+                "Done with mail: outcome done (you acted on it) or declined (say why in note). "
+                "Every message you receive needs an acknowledgement, even one needing no action; "
+                "its sender sees it. Safe to repeat."
             ),
             arguments=AcknowledgeArguments,
             result=AckResult,
@@ -428,16 +339,9 @@ def tool_specs() -> list[ToolSpec]:
         ),
         ToolSpec(
             name="mark_working",
-            title="Mark working",
             description=(
-                "Say you are working on mail that takes a while: each delivery's sender sees "
-                "state working (with your note) in its receipts, and the operator does not see "
-                "it as stalled. It is a heartbeat: call it again every hour or so while you "
-                "work, because mail with no heartbeat for a long time counts as stalled again. "
-                "Acknowledge it when you are done. ids: 1 to {ack_batch_max} delivery or "
-                "message ids from check_inbox. note: up to {note_max} characters on how it is "
-                "going (replaces your last note). Answers per id: working, "
-                "already_acknowledged, not_found or expired."
+                "Tell senders you are working on their mail (a note they see). Repeat about "
+                "hourly while you work, or it counts as stalled."
             ),
             arguments=MarkWorkingArguments,
             result=WorkingResult,
@@ -447,16 +351,8 @@ def tool_specs() -> list[ToolSpec]:
         ),
         ToolSpec(
             name="wait_for_mail",
-            title="Wait for mail",
             description=(
-                "Block until mail you have not been shown yet arrives, or until timeout_seconds "
-                "pass (1 to {wait_max_seconds}, default {wait_default_seconds}; more "
-                "is capped). Use it instead of calling check_inbox in a loop when you have "
-                "nothing else to do. New mail comes back listed as in check_inbox; empty items "
-                "means nothing new arrived in time. Then read and acknowledge as usual. With "
-                "include_receipts true it also wakes when a recipient acknowledges a message "
-                "you sent: receipts lists each (recipient, outcome done or declined, note), "
-                "each shown once; use it to wait for the answers to work you handed out."
+                "Block until new mail arrives or the timeout, instead of polling check_inbox."
             ),
             arguments=WaitForMailArguments,
             result=WaitAnswer,
@@ -465,17 +361,10 @@ def tool_specs() -> list[ToolSpec]:
         ),
         ToolSpec(
             name="check_sent",
-            title="Check sent mail",
             description=(
-                "The messages you sent, newest first, each with every recipient's receipt: its "
-                "state (accepted: not seen yet; delivered: shown to it; fetched: it read it; "
-                "working: it says it is working on it, with working_at and working_note; "
-                "acknowledged: it is done; stalled or failed: it has not moved) and, once "
-                "acknowledged, its outcome (done or declined) and note. Use it to see which "
-                "of the tasks you handed out are done, declined or still waiting. state: only "
-                "messages with at least one receipt in that state (e.g. acknowledged, or "
-                "fetched for read but not yet done). thread_id: one thread's. When next_cursor "
-                "is set, call again with it as cursor for older messages. Changes nothing."
+                "Messages you sent, newest first, with each recipient's receipt: delivered "
+                "(shown), fetched (read), working (note), acknowledged (outcome, note), held "
+                "(awaiting the operator), rejected (reason), expired, stalled, failed."
             ),
             arguments=CheckSentArguments,
             result=Outbox,
@@ -485,12 +374,9 @@ def tool_specs() -> list[ToolSpec]:
         ),
         ToolSpec(
             name="request_close",
-            title="Request close",
             description=(
-                "Ask the operator to close a thread you opened, once its task is finished (only "
-                "the opener may). The thread becomes close_requested: participants can still "
-                "read and acknowledge, but nobody can send; the operator then closes it, or "
-                "reopens it. Acknowledge your own open mail in the thread first."
+                "Ask the operator to close a thread you opened, once its task is done. Until then"
+                " nobody can send to it."
             ),
             arguments=ThreadArguments,
             result=ThreadRead,
@@ -500,19 +386,9 @@ def tool_specs() -> list[ToolSpec]:
         ),
         ToolSpec(
             name="search_messages",
-            title="Search messages",
             description=(
-                "Find messages by their words, best match first: a message matches when every "
-                "word of q is in its thread's title, its summary or its body, as a whole word in "
-                "any case (deploy does not find deployed). q is plain text, up to "
-                "{search_query_max} characters and {search_words_max} words: quotes, *, %, _, "
-                "parentheses and AND/OR/NEAR are not operators (punctuation only separates "
-                "words). You search the threads you are in that are not closed, nothing else. "
-                "Narrow with sender (a username), thread (th_…), kind, since and until (RFC 3339 "
-                "times). Each result gives the message id, its thread, sender, kind, summary and "
-                "a snippet with the matched words in [brackets]; read_message gives the full "
-                "body. When next_cursor is set, call again with it as cursor for more. Changes "
-                "nothing (nothing is marked read)."
+                "Find messages of your threads that are not closed by their words, best match "
+                "first."
             ),
             arguments=SearchMessagesArguments,
             result=SearchResults,

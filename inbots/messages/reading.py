@@ -17,7 +17,7 @@ from inbots.deliveries import service as deliveries
 from inbots.deliveries.schemas import OUTCOMES, AckRequest
 from inbots.deliveries.state import STATES
 from inbots.deliveries.state_sql import state_filter
-from inbots.errors import Invalid, NotFound, not_found
+from inbots.errors import LIST_THREADS, Invalid, NotFound, Pointing, not_found
 from inbots.kit.clock import time_field
 from inbots.kit.cursor import LAST_ID
 from inbots.kit.ids import kind_of
@@ -224,7 +224,7 @@ def outbox(
     thread = thread or None
     if thread is not None and kind_of(thread) != "thread":
         raise Invalid(
-            "thread must be a thread id (th_…), as list_threads (GET /v1/threads) gives them.",
+            Pointing("thread must be a thread id (th_…), as {} gives them.", LIST_THREADS),
             field="thread",
         )
     count = limit or s.list_default

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
-from inbots.deliveries.schemas import DeliveryRead, Receipt
-from inbots.errors import Invalid
+from inbots.deliveries.schemas import OUTCOMES, DeliveryRead, Receipt, ReplyAcknowledged
+from inbots.errors import IDEMPOTENCY_KEY, Invalid, Pointing
 from inbots.kit.schema import Model, Request, Timestamp, choice
 from inbots.limits import bounds
 from inbots.threads.schemas import ThreadRead
@@ -15,37 +15,36 @@ class MessageCreate(Request):
     ``send_message`` arguments and both schemas come from it."""
 
     body: str = Field(
-        description="The message, 1 to {message_body_max:,} characters. Point at files or URLs "
-        "rather than pasting them.",
+        description="Point at files or URLs rather than pasting them.",
         json_schema_extra=bounds(minLength=1, maxLength="message_body_max"),
     )
     summary: str | None = Field(
         default=None,
-        description="One line, up to {summary_max} characters, saying what you are asking for; "
-        "what recipients see in their inbox. Required when the body is longer than "
-        "{summary_required_over} characters.",
+        description="One line: what you ask. Required for a body over {summary_required_over} "
+        "characters.",
         json_schema_extra=bounds(maxLength="summary_max"),
     )
     kind: str | None = Field(
         default=None,
-        description="How the reader should triage it: task, question, update (default), "
-        "decision, handoff or ack.",
+        description="Default update.",
         json_schema_extra=choice(*KINDS),
     )
     reply_to: str | None = Field(
-        default=None, description="The id of the message (msg_…) in this thread you answer."
+        default=None, description="The message (msg_) of this thread you answer."
     )
     priority: str | None = Field(
         default=None,
-        description="normal (default) or urgent. Urgent mail is listed first in every "
-        "recipient's inbox; keep it for what cannot wait.",
+        description="urgent comes first in inboxes (default normal).",
         json_schema_extra=choice(*PRIORITIES),
+    )
+    acknowledge: str | None = Field(
+        default=None,
+        description="With reply_to: also acknowledge your copy of it (this summary as note).",
+        json_schema_extra=choice(*OUTCOMES),
     )
     ttl_seconds: int | None = Field(
         default=None,
-        description="Time to live, {ttl_min_seconds:,} to {ttl_max_seconds:,} seconds: a "
-        "recipient who has not acknowledged the message by then no longer sees it (it expires, "
-        "leaves the inbox and is not notified again). Leave it out for mail that never expires.",
+        description="Seconds until unacknowledged copies expire.",
         json_schema_extra=bounds(minimum="ttl_min_seconds", maximum="ttl_max_seconds"),
     )
 
@@ -55,14 +54,12 @@ class NewThread(Request):
 
     title: str | None = Field(
         default=None,
-        description="The new thread's title, up to {thread_title_max} characters; by default "
-        "the summary, or else the body's first line, cut to fit.",
+        description="With to: the thread's title (default: the summary).",
         json_schema_extra=bounds(maxLength="thread_title_max"),
     )
     ref: str | None = Field(
         default=None,
-        description="A task reference for the new thread, such as a ticket id (1 to "
-        "{thread_ref_max} printable characters): list_threads finds threads by it.",
+        description="With to: a task reference (ticket id) to find the thread by.",
         json_schema_extra=bounds(minLength=1, maxLength="thread_ref_max"),
     )
 
@@ -120,6 +117,10 @@ class SendResult(BaseModel):
     duplicate: bool
     # The workspace's approval policy held it: nobody sees it until the operator approves it.
     held: bool = False
+    # A reply sent with acknowledge: the caller's delivery of reply_to, acknowledged with it.
+    acknowledged: ReplyAcknowledged | None = Field(
+        default=None, exclude_if=lambda value: value is None
+    )
 
 
 class History(BaseModel):
@@ -157,7 +158,11 @@ def idempotency_key(key: str | None, maximum: int) -> str | None:
         return None
     if not 1 <= len(key) <= maximum or not all("!" <= c <= "~" for c in key):
         raise Invalid(
-            f"Idempotency-Key must be 1 to {maximum} visible ASCII characters (no spaces).",
+            Pointing(
+                "{} must be 1 to {maximum} visible ASCII characters (no spaces).",
+                IDEMPOTENCY_KEY,
+                maximum=maximum,
+            ),
             field="idempotency_key",
         )
     return key

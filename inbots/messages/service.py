@@ -1,7 +1,7 @@
 """The send path: posting into a thread, or opening a thread with its first message (a direct
 send), in one transaction: the content's checks, the idempotency key, one delivery per
-recipient, the approval gate, the caps and what waits for the commit. Reading what was sent is
-:mod:`.reading`."""
+recipient, the approval gate, the caps, the acknowledgement a reply may carry (``acknowledge``)
+and what waits for the commit. Reading what was sent is :mod:`.reading`."""
 
 from __future__ import annotations
 
@@ -19,12 +19,17 @@ from inbots.agents import service as agents
 from inbots.approvals import service as approvals
 from inbots.caller import Caller
 from inbots.db.uow import UnitOfWork
+from inbots.deliveries import service as deliveries
+from inbots.deliveries.schemas import OUTCOMES, ReplyAcknowledged
 from inbots.deliveries.state import state_of
 from inbots.dispatch.jobs import Job
 from inbots.errors import (
+    IDEMPOTENCY_KEY,
+    SEND_DIRECT,
     IdempotencyKeyReused,
     Invalid,
     NoRecipients,
+    Pointing,
     SummaryRequired,
     ThreadNotOpen,
 )
@@ -110,6 +115,40 @@ def _check_priority(priority: str | None) -> str:
     return priority
 
 
+def _check_acknowledge(acknowledge: str | None, reply_to: str | None) -> str | None:
+    """A reply's ``acknowledge`` (done or declined): it acknowledges the caller's copy of the
+    message it answers, so it needs ``reply_to``."""
+    if acknowledge is None:
+        return None
+    if acknowledge not in OUTCOMES:
+        raise Invalid("acknowledge must be done or declined.", field="acknowledge")
+    if reply_to is None:
+        raise Invalid(
+            "acknowledge goes with reply_to: it acknowledges your copy of the message you "
+            "answer, in a reply posted to that message's thread. Give reply_to, or leave "
+            "acknowledge out.",
+            field="acknowledge",
+        )
+    return acknowledge
+
+
+def _acknowledged(
+    uow: UnitOfWork, caller: Caller, message: Message, outcome: str | None, held: bool
+) -> ReplyAcknowledged | None:
+    """The caller's delivery of the message ``message`` answers, acknowledged with ``outcome``
+    and the reply's summary as its note (as inboxes show it). A held reply gives no note: the
+    operator has not let its words out yet."""
+    if outcome is None or message.reply_to_id is None:
+        return None
+    s = uow.settings
+    note = (
+        None
+        if held
+        else shown_summary(message.summary, message.body, min(s.summary_shown, s.note_max))
+    )
+    return deliveries.acknowledge_reply(uow, caller, message.reply_to_id, outcome, note)
+
+
 def _check_ttl(uow: UnitOfWork, ttl: int | None) -> int | None:
     s = uow.settings
     if ttl is None:
@@ -127,22 +166,34 @@ def _check_ttl(uow: UnitOfWork, ttl: int | None) -> int | None:
 Part = str | list[str] | None
 
 
-def _fingerprint(*parts: Part, priority: str = NORMAL, ttl: int | None = None) -> str:
+def _fingerprint(
+    *parts: Part, priority: str = NORMAL, ttl: int | None = None, ack: str | None = None
+) -> str:
     """What one send's content hashes to, for its idempotency key. A normal message without a
-    ttl hashes as it did before priorities and expiry existed, so keys stored then still match
-    their repeats."""
-    values: list[Part | dict[str, int]] = [*parts] if priority == NORMAL else [*parts, priority]
+    ttl or an acknowledgement hashes as it did before priorities, expiry and reply-and-ack
+    existed, so keys stored then still match their repeats."""
+    values: list[Part | dict[str, int | str]] = (
+        [*parts] if priority == NORMAL else [*parts, priority]
+    )
     if ttl is not None:
         values.append({"ttl_seconds": ttl})
+    if ack is not None:
+        values.append({"acknowledge": ack})
     canonical = json.dumps(values, ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _replay(uow: UnitOfWork, original: Message, fingerprint: str) -> SendResult:
+def _replay(
+    uow: UnitOfWork, original: Message, fingerprint: str, ack: str | None = None
+) -> SendResult:
+    """The original of a repeated send; with ``ack``, what its acknowledgement did (the
+    sender's delivery of the message it answers, as it stands)."""
     if original.content_hash != fingerprint:
         raise IdempotencyKeyReused(
-            "This Idempotency-Key was already used for a different message; use a new key for "
-            "new content.",
+            Pointing(
+                "This {} was already used for a different message; use a new key for new content.",
+                IDEMPOTENCY_KEY,
+            ),
             field="idempotency_key",
         )
     rows = uow.session.execute(
@@ -152,11 +203,23 @@ def _replay(uow: UnitOfWork, original: Message, fingerprint: str) -> SendResult:
         .order_by(Delivery.id)
     ).all()
     sender = agents.usernames(uow, [original.sender_id]).get(original.sender_id, "")
+    acked = None
+    if ack is not None and original.reply_to_id is not None:
+        found = uow.session.execute(
+            select(Delivery.id, Delivery.outcome).where(
+                Delivery.message_id == original.reply_to_id,
+                Delivery.recipient_id == original.sender_id,
+                Delivery.acknowledged_at.is_not(None),
+            )
+        ).first()
+        if found is not None:
+            acked = ReplyAcknowledged(delivery_id=found.id, outcome=found.outcome)
     return SendResult(
         message=to_read(original, sender),
         deliveries=[DeliveryBrief(id=d.id, recipient=name, state=state_of(d)) for d, name in rows],
         duplicate=True,
         held=original.approval == HELD,
+        acknowledged=acked,
     )
 
 
@@ -166,15 +229,17 @@ def _by_key(uow: UnitOfWork, sender_id: str, key: str) -> Message | None:
     ).first()
 
 
-def _not_open(thread: Thread) -> str:
+def _not_open(thread: Thread) -> str | Pointing:
     if thread.status == CLOSE_REQUESTED:
         return (
             f"Thread {thread.id} has a close request pending: participants can still read and "
             "acknowledge, but no new messages are accepted until the operator dismisses it."
         )
-    return (
-        f"Thread {thread.id} is closed: it takes no new messages. Open a new thread (or send "
-        "with POST /v1/messages) to go on."
+    return Pointing(
+        "Thread {thread} is closed: it takes no new messages. Open a new thread (or send with "
+        "{}) to go on.",
+        SEND_DIRECT,
+        thread=thread.id,
     )
 
 
@@ -193,9 +258,12 @@ def send_message(
     body, summary, kind = _check_content(uow, caller, body, summary, kind)
     priority = _check_priority(request.priority)
     ttl = _check_ttl(uow, request.ttl_seconds)
-    fingerprint = _fingerprint(thread.id, body, summary, kind, reply_to, priority=priority, ttl=ttl)
+    ack = _check_acknowledge(request.acknowledge, reply_to)
+    fingerprint = _fingerprint(
+        thread.id, body, summary, kind, reply_to, priority=priority, ttl=ttl, ack=ack
+    )
     if key is not None and (original := _by_key(uow, caller.agent_id, key)) is not None:
-        return _replay(uow, original, fingerprint)
+        return _replay(uow, original, fingerprint, ack)
     if thread.status != OPEN:
         raise ThreadNotOpen(_not_open(thread))
     if reply_to is not None:
@@ -238,8 +306,11 @@ def send_message(
             original = _by_key(uow, caller.agent_id, key)
             if original is None:
                 raise
-            return _replay(uow, original, fingerprint)
-    return _deliver(uow, caller, thread, message, recipients)
+            return _replay(uow, original, fingerprint, ack)
+    sent = _deliver(uow, caller, thread, message, recipients)
+    # Last, in the same transaction: a refused send (a cap, the rate limit) acknowledges nothing.
+    sent.acknowledged = _acknowledged(uow, caller, message, ack, sent.held)
+    return sent
 
 
 def send_direct(
@@ -264,6 +335,7 @@ def send_direct(
             "thread: leave reply_to out, or post to the thread (thread_id) you answer in.",
             field="reply_to",
         )
+    _check_acknowledge(request.acknowledge, None)
     if request.title is None:
         title = shown_summary(summary, body, s.thread_title_max)
     else:

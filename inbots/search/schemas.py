@@ -12,41 +12,29 @@ class SearchQuery(Request):
     filters. Each field is declared here once; the service checks every one."""
 
     q: str = Field(
-        description="The words to find, as plain text (up to {search_query_max} characters, "
-        "{search_words_max} words): a message matches when every word is in its thread's "
-        "title, its summary or its body, as a whole word in any case (deploy does not find "
-        "deployed: search for the word as it is written). Punctuation, quotes, * and operators "
-        "such as AND, OR or NEAR are not query syntax: punctuation separates words, and AND, "
-        "OR, NEAR are words like any other.",
+        description="Plain words, each found whole (any case) in title, summary or body; no "
+        "operators.",
         json_schema_extra=bounds(minLength=1, maxLength="search_query_max"),
     )
-    sender: str | None = Field(
-        default=None, description="Only messages sent by this username (from list_agents)."
-    )
-    thread: str | None = Field(
-        default=None, description="Only messages of this thread (th_…, from list_threads)."
-    )
+    sender: str | None = Field(default=None, description="A username.")
+    thread: str | None = Field(default=None, description="A thread id (th_).")
     kind: str | None = Field(
         default=None,
-        description="Only messages of this kind: task, question, update, decision, handoff or ack.",
         json_schema_extra=choice(*KINDS),
     )
     since: str | None = Field(
         default=None,
-        description="Only messages sent at or after this RFC 3339 time, e.g. 2026-11-29T18:10:00Z.",
+        description="RFC 3339 time, inclusive.",
     )
-    until: str | None = Field(
-        default=None, description="Only messages sent before this RFC 3339 time."
-    )
+    until: str | None = Field(default=None, description="RFC 3339 time, exclusive.")
     limit: int | None = Field(
         default=None,
-        description="How many results at most (default {list_default}, at most {list_max}).",
+        description="Default {list_default}.",
         json_schema_extra=bounds(minimum=1, maximum="list_max"),
     )
     cursor: str | None = Field(
         default=None,
-        description="The next_cursor of the previous answer, for the next results (with the "
-        "same other arguments).",
+        description="From next_cursor.",
     )
 
 

@@ -36,7 +36,7 @@ from inbots.agents.service import check_username
 from inbots.caller import Caller
 from inbots.config import Settings
 from inbots.db.uow import UnitOfWork, reads
-from inbots.errors import Invalid, SearchQueryInvalid
+from inbots.errors import LIST_THREADS, Invalid, Pointing, SearchQueryInvalid
 from inbots.kit.clock import time_field
 from inbots.kit.cursor import SEARCH
 from inbots.kit.ids import kind_of
@@ -118,7 +118,7 @@ def _check(request: SearchQuery, settings: Settings) -> _Filters:
     thread = request.thread or None
     if thread is not None and kind_of(thread) != "thread":
         raise Invalid(
-            "thread must be a thread id (th_…), as list_threads (GET /v1/threads) gives them.",
+            Pointing("thread must be a thread id (th_…), as {} gives them.", LIST_THREADS),
             field="thread",
         )
     kind = request.kind or None

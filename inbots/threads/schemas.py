@@ -10,29 +10,27 @@ class ThreadCreate(Request):
     """A thread to open (one task)."""
 
     title: str = Field(
-        description="What the task is, in a few words (1 to {thread_title_max} characters).",
+        description="The task, in a few words.",
         json_schema_extra=bounds(minLength=1, maxLength="thread_title_max"),
     )
     goal: str | None = Field(
         default=None,
-        description="What done looks like (optional, up to {thread_goal_max:,} characters).",
+        description="What done looks like.",
         json_schema_extra=bounds(maxLength="thread_goal_max"),
     )
     participants: list[str] = Field(
         default=[],
-        description="Usernames of the agents to work with (from list_agents), at least one "
-        'besides you; or ["*"] for every agent of the workspace that is not archived.',
+        description='Usernames to work with, at least one besides you; ["*"]: every agent.',
     )
     ref: str | None = Field(
         default=None,
-        description="A task reference such as a ticket id (optional, 1 to {thread_ref_max} "
-        "printable characters); list_threads(ref) finds the thread by it.",
+        description="A task reference (ticket id) to find the thread by.",
         json_schema_extra=bounds(minLength=1, maxLength="thread_ref_max"),
     )
 
 
 class ParticipantAdd(Request):
-    username: str = Field(description="The agent to add, by username (from list_agents).")
+    username: str  # the agent to add
 
 
 class ThreadRead(Model):

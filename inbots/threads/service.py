@@ -12,7 +12,16 @@ from inbots.agents import service as agents
 from inbots.agents.service import check_username
 from inbots.caller import Caller
 from inbots.db.uow import UnitOfWork, reads
-from inbots.errors import Conflict, Forbidden, Invalid, NoRecipients, ThreadNotOpen, not_found
+from inbots.errors import (
+    DIRECTORY,
+    Conflict,
+    Forbidden,
+    Invalid,
+    NoRecipients,
+    Pointing,
+    ThreadNotOpen,
+    not_found,
+)
 from inbots.events import service as events
 from inbots.kit.clock import utcnow
 from inbots.kit.cursor import THREADS, ThreadPlace
@@ -110,8 +119,11 @@ def _resolve_usernames(
     missing = [n for n in dict.fromkeys(wanted) if n not in found]
     if missing:
         raise Invalid(
-            f"Unknown or archived username: {', '.join(missing)}. list_agents "
-            "(GET /v1/directory) lists who can receive mail.",
+            Pointing(
+                "Unknown or archived username: {names}. {} lists who can receive mail.",
+                DIRECTORY,
+                names=", ".join(missing),
+            ),
             field=field,
         )
     return [found[n] for n in dict.fromkeys(wanted)]
@@ -153,9 +165,12 @@ def recipients_of(uow: UnitOfWork, caller: Caller, names: Sequence[str], field: 
                 'one, or name "operator" to write to the operator.'
             )
         raise Invalid(
-            f"{field} must name at least one agent other than you (usernames from "
-            'list_agents, or "*" for every agent): a thread with nobody else in it can carry '
-            "no mail.",
+            Pointing(
+                '{field} must name at least one agent other than you (usernames from {}, or "*" '
+                "for every agent): a thread with nobody else in it can carry no mail.",
+                DIRECTORY,
+                field=field,
+            ),
             field=field,
         )
     return list(chosen.values())

@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Group, RenderableType
@@ -21,7 +21,10 @@ from inbots.cli import views
 from inbots.cli.client import EXIT_UNREACHABLE, failure
 from inbots.cli.options import Operator, as_json, operator_command
 from inbots.cli.render import on_terminal, out, print_human
-from inbots.client import Client, InbotsError, TransportError
+from inbots.client import InbotsError, TransportError
+
+if TYPE_CHECKING:
+    from inbots.client import Client  # loaded with the models when a command runs
 
 
 # No request spinner: the view has its own, and two live displays would fight.
