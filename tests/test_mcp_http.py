@@ -722,3 +722,55 @@ def test_a_request_over_the_body_limit_is_a_clear_json_rpc_error(
     assert alice.ok("GET", "/me")["username"] == "alice"  # the HTTP API's answers stay as they were
     refused = alice.post(f"/threads/{thread['id']}/messages", content=big)
     assert_error(refused, 413, "payload_too_large")
+
+
+def test_reply_and_ack_in_one_call_and_every_state_in_true_words(
+    api: Api, connect: Connect
+) -> None:
+    """coordination.md §3: send_message with reply_to and acknowledge acknowledges the caller's
+    copy in the same call; a short message is printed once; held and rejected receipts say so,
+    the rejection with its reason, in check_sent's and wait_for_mail's text (never "None")."""
+    alice, bob = api.agent("alice"), api.agent("bob")
+    api.ok("PUT", "/policy", json={"approval": {"kinds": ["decision"]}})
+
+    async def scenario() -> None:
+        async with connect(alice.token) as a, connect(bob.token) as b:
+            asked = await a.ok("send_message", to=["bob"], body="Deploy at 5?", kind="question")
+            thread_id = asked["message"]["thread_id"]
+            inbox = text_of(await b.call("check_inbox", include_bodies=True))
+            assert inbox.count("Deploy at 5?") == 1, inbox
+
+            replied = await b.call(
+                "send_message",
+                thread_id=thread_id,
+                body="Yes, at 5.",
+                reply_to=asked["message"]["id"],
+                acknowledge="done",
+            )
+            (mine,) = asked["deliveries"]
+            assert replied.structured_content
+            assert replied.structured_content["acknowledged"] == {
+                "delivery_id": mine["id"],
+                "outcome": "done",
+            }
+            said = f"Your delivery {mine['id']} of {asked['message']['id']} is acknowledged (done)"
+            assert said in text_of(replied), text_of(replied)
+            assert (await b.ok("check_inbox"))["waiting"] == 0
+            code, text = await b.error(
+                "send_message", thread_id=thread_id, body="ok", acknowledge="done"
+            )
+            assert code == "validation_error" and "reply_to" in text
+
+            held = await a.ok("send_message", thread_id=thread_id, body="Go", kind="decision")
+            assert "bob: held for the operator's approval" in text_of(await a.call("check_sent"))
+            api.ok(
+                "POST", f"/approvals/{held['message']['id']}/reject", json={"reason": "Too soon"}
+            )
+            sent_text = text_of(await a.call("check_sent"))
+            assert "bob: rejected by the operator: “Too soon”" in sent_text, sent_text
+            woke = text_of(await a.call("wait_for_mail", timeout_seconds=1, include_receipts=True))
+            assert "rejected by the operator: “Too soon”" in woke, woke
+            for text in (inbox, sent_text, woke):
+                assert "None" not in text, text
+
+    run(scenario)
