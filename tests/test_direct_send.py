@@ -146,7 +146,8 @@ def test_opening_a_thread_with_nobody_else_is_refused_at_once(api: Api) -> None:
     for participants in ([], ["alice"]):
         response = alice.post("/threads", json={"title": "Alone", "participants": participants})
         message = error_message(response, 422, "validation_error", "participants")
-        assert "list_agents" in message and '"*"' in message
+        assert "GET /v1/directory" in message and '"*"' in message
+        assert "list_agents" not in message  # a tool's name is MCP's way, not HTTP's
     response = api.post("/threads", json={"title": "Alone", "participants": []})
     error_message(response, 422, "validation_error", "participants")
     assert alice.ok("GET", "/threads")["items"] == []
@@ -156,7 +157,7 @@ def test_unknown_participants_are_named_with_the_call_that_lists_them(api: Api) 
     alice = api.agent("alice")
     response = alice.post("/threads", json={"title": "t", "participants": ["ghost"]})
     message = error_message(response, 422, "validation_error", "participants")
-    assert "ghost" in message and "list_agents" in message
+    assert "ghost" in message and "GET /v1/directory" in message and "list_agents" not in message
 
 
 # --- broadcast -------------------------------------------------------------------------------
