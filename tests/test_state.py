@@ -4,7 +4,8 @@ against a hand-written reference of the spec's rule.
     acknowledged > working > fetched > delivered > failed > rejected > expired > held > stalled
     > notified > accepted
 
-where ``stalled`` counts only while ``stalled_at`` is newer than every progress stamp.
+where ``stalled`` counts only while ``stalled_at`` is newer than every progress stamp, and
+``failed`` only while ``failed_at`` is newer than ``notified_at`` (when there is one).
 """
 
 from __future__ import annotations
@@ -75,8 +76,8 @@ def reference_state(d: Any) -> str:
         return "fetched"
     if d.delivered_at is not None:
         return "delivered"
-    if d.failed_at is not None:
-        return "failed"
+    if d.failed_at is not None and (d.notified_at is None or d.failed_at > d.notified_at):
+        return "failed"  # until a later notification (a redelivery) got through
     if d.rejected_at is not None:
         return "rejected"
     if d.expired_at is not None:
@@ -158,6 +159,9 @@ def test_state_of_spot_checks() -> None:
     assert state(stalled_at=T3, failed_at=T1) == "failed"
     assert state(stalled_at=T3, delivered_at=T1) == "delivered"
     assert state(failed_at=T1, fetched_at=T2) == "fetched"
+    assert state(notified_at=T1, failed_at=T2) == "failed"  # a redelivery of it gave up
+    assert state(failed_at=T1, notified_at=T2) == "notified"  # a redelivery got through
+    assert state(failed_at=T1, notified_at=T2, stalled_at=T3) == "stalled"
     assert state(failed_at=T2, delivered_at=T1) == "delivered"
     assert state(acknowledged_at=T1, fetched_at=T2, stalled_at=T3) == "acknowledged"
     assert state(fetched_at=T1, working_at=T2) == "working"

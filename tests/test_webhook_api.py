@@ -11,6 +11,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import httpx
 import pytest
 import standardwebhooks
 from svix.webhooks import Webhook as SvixWebhook
@@ -458,6 +459,52 @@ def test_redeliver_of_failed_delivery_gives_new_successful_attempt(api: Api) -> 
         (1, "publish", "gone", 410, gone.url),
         (2, "redeliver", "ok", 200, healthy.url),
     ]
+
+
+def dashboard_page(api: Api, path: str) -> str:
+    """A dashboard page as the signed-in operator sees it (its HTML)."""
+    with httpx.Client(base_url=api.base_url, timeout=30) as page:
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page.get("/login").text)
+        assert csrf
+        signed = page.post("/login", data={"token": api.token, "csrf": csrf.group(1)})
+        assert signed.status_code == 303, signed.text
+        return page.get(path).text
+
+
+def test_a_failed_delivery_a_redeliver_notifies_is_no_longer_failed_anywhere(api: Api) -> None:
+    """Attempts 1-4 answer 500 (failed); the operator fixes the receiver (a new URL) and
+    redelivers: attempt 5 answers 204. The state, the counts, the failed listing, the overview
+    and the webhook's health follow that latest attempt."""
+    with receiver(always(500)) as broken, receiver(always(204)) as mended:
+        created = register(api, "mended", broken.url)
+        sender = api.agent("sender")
+        thread = sender.open_thread("Mended", ["mended"])
+        delivery_id = sender.send(thread["id"], "first")["deliveries"][0]["id"]
+        failed = wait_for(lambda: api.delivery(delivery_id), lambda d: d["failed_at"])
+        assert failed["state"] == "failed"
+        assert api.ok("GET", "/stats")["deliveries"]["failed"] == 1
+        assert 'data-health="failing"' in dashboard_page(api, "/agents")
+        api.ok("PUT", f"/agents/{created['id']}/webhook", json={"url": mended.url})
+        api.ok("POST", f"/deliveries/{delivery_id}/redeliver", 202)
+        detail = wait_for(lambda: api.delivery(delivery_id), lambda d: d["notified_at"])
+        later = [sender.send(thread["id"], "more")["deliveries"][0]["id"] for _ in range(2)]
+        mended.wait_for(3)
+        for other in later:
+            wait_for(lambda: api.delivery(other), lambda d: d["notified_at"])  # noqa: B023
+    assert [(a["number"], a["reason"]) for a in detail["attempts"]][-1] == (5, "ok")
+    assert detail["failed_at"] == failed["failed_at"]  # the stamp stays; the state moves on
+    assert detail["state"] == "notified"
+    counts = api.ok("GET", "/stats")["deliveries"]
+    assert (counts["failed"], counts["notified"]) == (0, 3)
+    assert api.ok("GET", "/deliveries", params={"state": "failed"})["items"] == []
+    overview = dashboard_page(api, "/")
+    assert delivery_id not in overview
+    assert "No failed deliveries." in overview
+    agents = dashboard_page(api, "/agents")
+    row = agents[agents.index('data-agent="mended"') :]
+    row = row[: row.index("</tr>")]
+    assert "3 ok · 0 failed of last 3" in row
+    assert 'data-health="healthy"' in row
 
 
 def test_redeliver_for_agent_without_webhook_is_conflict(api: Api) -> None:

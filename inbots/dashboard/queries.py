@@ -15,6 +15,7 @@ from inbots.agents.schemas import SessionRead
 from inbots.agents.sessions import to_read as agent_session_read
 from inbots.db.uow import UnitOfWork
 from inbots.deliveries.schemas import AttemptRead
+from inbots.deliveries.state_sql import state_filter
 from inbots.kit.clock import utcnow
 from inbots.kit.text import shown_summary
 from inbots.models.agents import Agent, AgentSession
@@ -40,7 +41,8 @@ class WebhookHealth:
     last_reason: str | None = None
     last_status: int | None = None
     last_at: datetime | None = None
-    failed_deliveries: int = 0  # deliveries to the agent stamped failed in the period
+    # deliveries to the agent stamped failed in the period and still failed (not redelivered)
+    failed_deliveries: int = 0
 
     @property
     def total(self) -> int:
@@ -109,6 +111,7 @@ def webhook_health(
             Delivery.workspace_id == workspace_id,
             Delivery.recipient_id.in_(agent_ids),
             Delivery.failed_at >= since,
+            state_filter(Delivery, "failed"),  # still failed: not one a redeliver got through
         )
         .group_by(Delivery.recipient_id)
     ).all()

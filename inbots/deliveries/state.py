@@ -9,8 +9,11 @@ Each rule is data, and two small interpreters read it: :func:`state_of` for a lo
 :mod:`inbots.deliveries.state_sql` for queries (its own module, so that reading a state imports
 no SQL). Neither repeats the order or the conditions.
 ``stalled`` holds only while the stall stamp is newer than every progress stamp, so a stalled
-delivery that moves again is no longer stalled. ``working`` (the recipient said it is working on
-it, :func:`inbots.deliveries.service.mark_working`) comes right after ``acknowledged``: it is the
+delivery that moves again is no longer stalled. ``failed`` holds only while the give-up is newer
+than the notification: a failed delivery that a redeliver then notifies (its 2xx stamps
+``notified_at``) is ``notified``, as an event's push state is whichever happened last.
+``working`` (the recipient said it is working on it,
+:func:`inbots.deliveries.service.mark_working`) comes right after ``acknowledged``: it is the
 furthest a delivery gets before it is done. ``held`` (the approval gate holds its message,
 :mod:`inbots.approvals`) holds only until the operator approves it; ``rejected`` is final.
 """
@@ -44,7 +47,8 @@ RULES: tuple[Rule, ...] = (
     Rule("working", "working_at"),
     Rule("fetched", "fetched_at"),
     Rule("delivered", "delivered_at"),
-    Rule("failed", "failed_at"),
+    # A redeliver answered 2xx after the give-up: the push got through, so no longer failed.
+    Rule("failed", "failed_at", newer_than=("notified_at",)),
     Rule("rejected", "rejected_at"),
     Rule("expired", "expired_at"),
     Rule("held", "held_at", unless=("approved_at",)),
