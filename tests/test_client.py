@@ -964,10 +964,16 @@ def test_the_operators_calls_answer_the_servers_json(api: Api, ops: Client) -> N
         (ops.alert_webhook(), api.ok("GET", "/operator/webhook")),
         (ops.enrollments(), api.ok("GET", "/enrollments")),
         (ops.approvals(), api.ok("GET", "/approvals")),
+        (ops.policy(), api.ok("GET", "/policy")),
     ]
     for answer, expected in same:
         # json.dumps keeps the order keys came in: the same keys, in the server's order.
         assert json.dumps(dumped(answer)) == json.dumps(expected), type(answer).__name__
+    policy = ops.set_policy(kinds=["decision"], priorities=["urgent"])
+    rules = {"kinds": ["decision"], "priorities": ["urgent"], "senders": []}
+    assert dumped(policy)["approval"] == rules
+    assert json.dumps(dumped(policy)) == json.dumps(api.ok("GET", "/policy"))
+    assert ops.set_policy().approval.kinds == []  # replaced whole: what is left out is emptied
     assert ops.dismiss_close_request(thread_id).status == "open"
     assert json.dumps(dumped(ops.thread(thread_id))) == json.dumps(
         api.ok("GET", f"/threads/{thread_id}")

@@ -32,6 +32,7 @@ from inbots.models.agents import (
     OPERATOR_USERNAME,
     Agent,
 )
+from inbots.models.approvals import holds_writer
 from inbots.models.deliveries import Delivery
 from inbots.webhooks import endpoint
 
@@ -287,7 +288,7 @@ def directory(
             description=a.description or (OPERATOR_DESCRIPTION if a.is_operator else None),
             active=is_active(a, uow.settings, now),
             last_seen_at=a.last_seen_at,
-            has_brief=a.brief is not None,
+            has_brief=a.brief is not None and a.brief_held_at is None,
         )
         for a in uow.session.scalars(stmt)
     ]
@@ -297,7 +298,10 @@ def _brief_read(agent: Agent) -> BriefRead:
     return BriefRead(username=agent.username, brief=agent.brief, updated_at=agent.brief_updated_at)
 
 
-def _apply_brief(uow: UnitOfWork, agent: Agent, request: BriefUpdate) -> BriefRead:
+def _apply_brief(
+    uow: UnitOfWork, agent: Agent, request: BriefUpdate, held: bool = False
+) -> BriefRead:
+    """Store the brief; ``held``: it waits for the operator (others read none meanwhile)."""
     text = request.brief
     maximum = uow.settings.brief_max
     if text is not None and len(text) > maximum:
@@ -308,14 +312,18 @@ def _apply_brief(uow: UnitOfWork, agent: Agent, request: BriefUpdate) -> BriefRe
         )
     agent.brief = text if text and text.strip() else None
     agent.brief_updated_at = utcnow()
+    agent.brief_held_at = agent.brief_updated_at if held and agent.brief is not None else None
     uow.session.flush()
     return _brief_read(agent)
 
 
 def set_own_brief(uow: UnitOfWork, caller: Caller, request: BriefUpdate) -> BriefRead:
-    """The calling agent's brief, replaced whole (empty or null removes it)."""
+    """The calling agent's brief, replaced whole (empty or null removes it). While the approval
+    policy holds the agent's sends, the brief waits for the operator (``GET /v1/approvals``):
+    other agents read no brief until it is approved."""
     caller.require_agent()
-    return _apply_brief(uow, uow.session.get_one(Agent, caller.agent_id), request)
+    held = holds_writer(uow.session, caller.workspace_id, caller.username)
+    return _apply_brief(uow, uow.session.get_one(Agent, caller.agent_id), request, held)
 
 
 def set_brief(
@@ -329,7 +337,8 @@ def set_brief(
 @reads
 def read_brief(uow: UnitOfWork, caller: Caller, id_or_username: str) -> BriefRead:
     """An agent's brief, for any agent of its workspace and the operator; ``brief`` is null
-    when it has none (the operator, who is a person, never has one)."""
+    when it has none (the operator, who is a person, never has one) and, for other agents,
+    while it waits for the operator's approval."""
     agent = uow.session.scalars(
         select(Agent).where(
             Agent.workspace_id == caller.workspace_id,
@@ -339,6 +348,8 @@ def read_brief(uow: UnitOfWork, caller: Caller, id_or_username: str) -> BriefRea
     ).first()
     if agent is None:
         raise not_found("agent", id_or_username)
+    if agent.brief_held_at is not None and not (caller.is_operator or agent.id == caller.agent_id):
+        return BriefRead(username=agent.username, brief=None, updated_at=None)
     return _brief_read(agent)
 
 

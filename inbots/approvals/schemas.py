@@ -43,15 +43,31 @@ class PolicyRead(Model):
     updated_at: Timestamp | None
 
 
-class ApprovalItem(Model):
-    """A held message waiting for the operator (``GET /v1/approvals``)."""
+# What an approval item is about (its ``subject``).
+MESSAGE, THREAD, BRIEF = "message", "thread", "brief"
 
-    message_id: str
-    thread_id: str
-    sender: str
-    kind: str
-    priority: str
-    summary: str
+
+class ApprovalItem(Model):
+    """One thing waiting for the operator (``GET /v1/approvals``), by ``subject``: a held
+    ``message`` (with its thread's title, goal and ref, its recipients and body); a held
+    ``thread`` none of whose messages waits (a held sender opened it: its title, goal, ref and
+    participants); an agent's held ``brief``. ``id`` is what approve and reject take: the
+    message's, the thread's, or the agent's id. Fields that do not apply are null."""
+
+    subject: str
+    id: str
+    message_id: str | None
+    thread_id: str | None
+    sender: str  # who wrote it: the message's sender, the thread's opener, the brief's agent
+    kind: str | None
+    priority: str | None
+    summary: str | None
+    body: str | None
+    thread_title: str | None
+    thread_goal: str | None
+    thread_ref: str | None
+    recipients: list[str]  # usernames it would reach (a brief: every agent, so none listed)
+    brief: str | None
     held_at: Timestamp
 
 
@@ -70,8 +86,9 @@ class DecisionRequest(Request):
 
 
 class ApprovalDecision(ApprovalItem):
-    """The operator's decision on a held message: ``state`` approved (its deliveries now flow as
-    if sent at ``approved_at``) or rejected (never shown to its recipients)."""
+    """The operator's decision on what was held: ``state`` approved (a message's deliveries now
+    flow as if sent at ``approved_at``; a thread or a brief is seen by the others) or rejected
+    (never shown to them)."""
 
     state: str
     approved_at: Timestamp | None

@@ -13,6 +13,16 @@ stall clock starts then. Rejecting stamps ``rejected_at`` and the reason (the se
 read ``rejected``; the deliveries stop counting toward the caps) and records a
 ``message.rejected`` event for the sender.
 
+What else a held sender writes that others read is held too. A thread it opens (``POST
+/v1/threads`` while the policy's senders name it), and a held direct send's thread, is stored
+with ``threads.approval = 'held'``: its title, goal, ref and participants are seen only by its
+opener and the operator, every message posted in it is held, and it is let out when the operator
+approves it or one of its messages (or writes in it); rejecting it, or the last of its messages
+that waits, leaves it hidden. Its brief is stored with ``brief_held_at``: other agents read no
+brief until the operator approves it; a rejection removes it. A reply naming a held message
+(``reply_to``) is refused as one naming no message of the thread. The queue is
+:mod:`.queue`.
+
 The operator's own messages are never held: the operator is who approves.
 """
 
@@ -21,9 +31,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 
 from inbots.alerts import service as alerts
+from inbots.approvals import queue
 from inbots.approvals.schemas import (
     ApprovalDecision,
     ApprovalItem,
@@ -42,15 +53,11 @@ from inbots.kit.clock import utcnow
 from inbots.kit.ids import kind_of
 from inbots.kit.text import shown_summary
 from inbots.models.agents import Agent
-from inbots.models.approvals import ApprovalPolicy
+from inbots.models.approvals import ApprovalPolicy, split
 from inbots.models.deliveries import Delivery
 from inbots.models.messages import APPROVED, HELD, KINDS, PRIORITIES, REJECTED, Message
 from inbots.models.threads import CLOSED, Thread
 from inbots.webhooks import subscriptions
-
-
-def _split(stored: str) -> list[str]:
-    return [v for v in stored.split(",") if v]
 
 
 def _policy_read(row: ApprovalPolicy | None) -> PolicyRead:
@@ -60,7 +67,7 @@ def _policy_read(row: ApprovalPolicy | None) -> PolicyRead:
         )
     return PolicyRead(
         approval=ApprovalRulesRead(
-            kinds=_split(row.kinds), priorities=_split(row.priorities), senders=_split(row.senders)
+            kinds=split(row.kinds), priorities=split(row.priorities), senders=split(row.senders)
         ),
         updated_at=row.updated_at,
     )
@@ -124,26 +131,30 @@ def set_policy(uow: UnitOfWork, caller: Caller, request: PolicyUpdate) -> Policy
     return _policy_read(row)
 
 
-# The title of a thread a held direct send opened, while its message waits: the title it would
-# have had comes from the message (its summary or first line), which its recipients may not see
-# before the operator approves. The approval gives the thread that title; a rejection leaves this.
+# The title held direct sends' threads were given before held threads existed (migration 0025):
+# such a thread is titled from its message when the message is approved.
 HELD_TITLE = "A message waiting for the operator's approval"
 
 
-def holds(uow: UnitOfWork, caller: Caller, kind: str, priority: str) -> bool:
-    """Whether the workspace's policy holds a message of ``kind`` and ``priority`` that
-    ``caller`` sends now: its kind, its priority or its sender is listed (the send path asks,
-    once per send). The operator's messages are never held."""
+def holds(
+    uow: UnitOfWork, caller: Caller, kind: str, priority: str, thread: Thread | None = None
+) -> bool:
+    """Whether a message of ``kind`` and ``priority`` that ``caller`` sends now (in ``thread``)
+    is held: its kind, its priority or its sender is listed in the workspace's policy, or the
+    thread is held (the send path asks, once per send). The operator's messages are never
+    held."""
     if caller.is_operator:
         return False
+    if thread is not None and not thread.is_released:
+        return True
     row = uow.session.get(ApprovalPolicy, caller.workspace_id)
-    if row is None:
-        return False
-    return (
-        kind in _split(row.kinds)
-        or priority in _split(row.priorities)
-        or caller.username in _split(row.senders)
-    )
+    return row is not None and row.holds(kind, priority, caller.username)
+
+
+def release(thread: Thread) -> None:
+    """Let a held (or rejected) thread out: its participants see it from now on."""
+    if not thread.is_released:
+        thread.approval = APPROVED
 
 
 def on_held(uow: UnitOfWork, message: Message, count: int) -> None:
@@ -162,50 +173,33 @@ def on_held(uow: UnitOfWork, message: Message, count: int) -> None:
     )
 
 
-def _item(message: Message, sender: str, uow: UnitOfWork) -> ApprovalItem:
-    return ApprovalItem(
-        message_id=message.id,
-        thread_id=message.thread_id,
-        sender=sender,
-        kind=message.kind,
-        priority=message.priority,
-        summary=shown_summary(message.summary, message.body, uow.settings.summary_shown),
-        held_at=message.created_at,  # the deliveries' held_at: held as they were stored
-    )
-
-
 @reads
 def list_pending(uow: UnitOfWork, caller: Caller) -> ApprovalList:
-    """The held messages waiting for the operator, oldest first (operator only)."""
+    """What waits for the operator, oldest first (operator only): held messages, held threads
+    none of whose messages waits, held briefs (:mod:`.queue`)."""
     caller.require_operator()
-    rows = uow.session.execute(
-        select(Message, Agent.username)
-        .join(Agent, Agent.id == Message.sender_id)
-        .where(Message.workspace_id == caller.workspace_id, Message.approval == HELD)
-        .order_by(Message.id)
-        .limit(uow.settings.list_max)
-    ).all()
-    return ApprovalList(items=[_item(m, name, uow) for m, name in rows])
+    return ApprovalList(items=queue.pending(uow, caller.workspace_id))
 
 
 @reads
 def pending_count(uow: UnitOfWork, caller: Caller) -> int:
-    """How many messages wait for the operator (the dashboard's nav link)."""
+    """How many items wait for the operator (the dashboard's nav link)."""
     caller.require_operator()
-    return (
-        uow.session.scalar(
-            select(func.count())
-            .select_from(Message)
-            .where(Message.workspace_id == caller.workspace_id, Message.approval == HELD)
-        )
-        or 0
+    return queue.pending_count(uow, caller.workspace_id)
+
+
+def _not_held(what: str, ident: str, approval: str | None, never: str) -> NotHeld:
+    said = {APPROVED: "was already approved", REJECTED: "was already rejected"}.get(
+        approval or "", never
+    )
+    return NotHeld(
+        f"{what} {ident} is not waiting for approval: it {said}. GET /v1/approvals lists what is."
     )
 
 
-def _held(uow: UnitOfWork, caller: Caller, message_id: str) -> tuple[Message, Agent]:
-    """The message, locked, and its sender; 404 if the operator cannot see it, 409 not_held if it
-    is not waiting for a decision."""
-    caller.require_operator()
+def _held(uow: UnitOfWork, caller: Caller, message_id: str) -> tuple[Message, Agent, Thread]:
+    """The message, locked, its sender and its thread; 404 if the operator cannot see it, 409
+    not_held if it is not waiting for a decision."""
     message = None
     if kind_of(message_id) == "message":
         message = uow.session.scalars(
@@ -216,29 +210,54 @@ def _held(uow: UnitOfWork, caller: Caller, message_id: str) -> tuple[Message, Ag
     if message is None:
         raise not_found("held message", message_id)
     if message.approval != HELD:
-        what = {
-            APPROVED: "was already approved",
-            REJECTED: "was already rejected",
-        }.get(message.approval or "", "was never held (the approval policy did not match it)")
-        raise NotHeld(
-            f"Message {message_id} is not waiting for approval: it {what}. GET /v1/approvals "
-            "lists the messages that are."
-        )
+        never = "was never held (the approval policy did not match it)"
+        raise _not_held("Message", message_id, message.approval, never)
     sender = uow.session.get_one(Agent, message.sender_id)
-    return message, sender
+    return message, sender, uow.session.get_one(Thread, message.thread_id)
+
+
+def _held_thread(uow: UnitOfWork, caller: Caller, thread_id: str) -> tuple[Thread, Agent]:
+    """The thread, locked, and its opener; 404 or 409 not_held as :func:`_held`."""
+    thread = uow.session.scalars(
+        select(Thread)
+        .where(Thread.id == thread_id, Thread.workspace_id == caller.workspace_id)
+        .with_for_update()
+    ).first()
+    if thread is None:
+        raise not_found("held thread", thread_id)
+    if thread.approval != HELD:
+        never = "was never held (its opener's sends were not held when it was opened)"
+        raise _not_held("Thread", thread_id, thread.approval, never)
+    return thread, uow.session.get_one(Agent, thread.opened_by_id)
+
+
+def _held_brief(uow: UnitOfWork, caller: Caller, agent_id: str) -> Agent:
+    """The agent whose brief waits, locked; 404 or 409 not_held as :func:`_held`."""
+    agent = uow.session.scalars(
+        select(Agent)
+        .where(Agent.id == agent_id, Agent.workspace_id == caller.workspace_id)
+        .with_for_update()
+    ).first()
+    if agent is None:
+        raise not_found("agent", agent_id)
+    if agent.brief_held_at is None:
+        raise NotHeld(
+            f"The brief of {agent.username} ({agent_id}) is not waiting for approval. GET "
+            "/v1/approvals lists what is."
+        )
+    return agent
 
 
 def _decision(
-    uow: UnitOfWork,
-    message: Message,
-    sender: str,
+    item: ApprovalItem,
+    state: str,
     approved_at: datetime | None,
     rejected_at: datetime | None,
     reason: str | None,
 ) -> ApprovalDecision:
     return ApprovalDecision(
-        **_item(message, sender, uow).model_dump(),
-        state=message.approval or "",
+        **item.model_dump(),
+        state=state,
         approved_at=approved_at,
         rejected_at=rejected_at,
         reason=reason,
@@ -246,20 +265,44 @@ def _decision(
 
 
 def approve(
-    uow: UnitOfWork, caller: Caller, message_id: str, request: DecisionRequest | None = None
+    uow: UnitOfWork, caller: Caller, ident: str, request: DecisionRequest | None = None
 ) -> ApprovalDecision:
-    """Approve a held message (operator only): its deliveries flow as a send would have made them
-    flow at this moment (published to webhooks that receive message.created, long-polls woken,
-    the stall clock started). Deliveries that expired or whose thread closed meanwhile are only
-    stamped. The optional reason is checked and answered back, not stored. 404: no such
-    message; 409 ``not_held``: it is not waiting for a decision."""
+    """Approve what waits (operator only), by the id its queue item gives, with an optional
+    reason (checked and answered back, not stored). A message: its deliveries flow as a send
+    would have made them flow at this moment (published to webhooks that receive
+    message.created, long-polls woken, the stall clock started; deliveries that expired or whose
+    thread closed meanwhile are only stamped), and its thread, if held, is let out with it. A
+    thread (``th_…``): its participants see it. A brief (the agent's id): other agents read it.
+    404: no such message, thread or agent; 409 ``not_held``: it is not waiting for a decision."""
+    caller.require_operator()
     reason = _reason(uow, request)
-    message, sender = _held(uow, caller, message_id)
     now = utcnow()
+    what = kind_of(ident)
+    if what == "thread":
+        thread, opener = _held_thread(uow, caller, ident)
+        (item,) = queue.thread_items(uow, [(thread, opener.username)])
+        release(thread)
+        thread.last_activity_at = max(thread.last_activity_at, now)
+        uow.session.flush()
+        return _decision(item, APPROVED, now, None, reason)
+    if what == "agent":
+        agent = _held_brief(uow, caller, ident)
+        item = queue.brief_item(agent)
+        agent.brief_held_at = None
+        uow.session.flush()
+        return _decision(item, APPROVED, now, None, reason)
+    message, sender, opened = _held(uow, caller, ident)
     message.approval = APPROVED
-    opened = uow.session.get_one(Thread, message.thread_id)
+    release(opened)
     if opened.title == HELD_TITLE:  # a direct send's thread, titled from this message now
         opened.title = shown_summary(message.summary, message.body, uow.settings.thread_title_max)
+    (item,) = queue.message_items(uow, [(message, sender.username, opened)])
+    _flow(uow, message, now)
+    return _decision(item, APPROVED, now, None, reason)
+
+
+def _flow(uow: UnitOfWork, message: Message, now: datetime) -> None:
+    """An approved message's deliveries flow as a send's would at ``now``."""
     rows = uow.session.execute(
         select(Delivery, Agent, Thread.status)
         .join(Agent, Agent.id == Delivery.recipient_id)
@@ -298,7 +341,6 @@ def approve(
     uow.session.flush()
     uow.wake(woken)
     uow.enqueue(*jobs)
-    return _decision(uow, message, sender.username, now, None, reason)
 
 
 def _reason(uow: UnitOfWork, request: DecisionRequest | None) -> str | None:
@@ -315,14 +357,56 @@ def _reason(uow: UnitOfWork, request: DecisionRequest | None) -> str | None:
 
 
 def reject(
-    uow: UnitOfWork, caller: Caller, message_id: str, request: DecisionRequest | None = None
+    uow: UnitOfWork, caller: Caller, ident: str, request: DecisionRequest | None = None
 ) -> ApprovalDecision:
-    """Reject a held message (operator only), with an optional reason: it never reaches its
-    recipients; its sender's receipts read ``rejected`` (with the reason) and it is told with a
-    ``message.rejected`` event. 404: no such message; 409 ``not_held``: not waiting."""
+    """Reject what waits (operator only), by the id its queue item gives, with an optional
+    reason. A message never reaches its recipients; its sender's receipts read ``rejected``
+    (with the reason) and it is told with a ``message.rejected`` event; a held thread left with
+    no message waiting stays hidden. A thread stays hidden for good (its waiting messages are
+    rejected with it; a message posted in it later is held). A brief is removed. 404: no such
+    message, thread or agent; 409 ``not_held``: not waiting."""
+    caller.require_operator()
     reason = _reason(uow, request)
-    message, sender = _held(uow, caller, message_id)
     now = utcnow()
+    what = kind_of(ident)
+    if what == "thread":
+        thread, opener = _held_thread(uow, caller, ident)
+        (item,) = queue.thread_items(uow, [(thread, opener.username)])
+        thread.approval = REJECTED
+        for message in uow.session.scalars(
+            select(Message)
+            .where(Message.thread_id == thread.id, Message.approval == HELD)
+            .order_by(Message.id)
+            .with_for_update()
+        ).all():
+            sender = uow.session.get_one(Agent, message.sender_id)
+            _turn_down(uow, caller, message, sender, now, reason)
+        return _decision(item, REJECTED, None, now, reason)
+    if what == "agent":
+        agent = _held_brief(uow, caller, ident)
+        item = queue.brief_item(agent)
+        agent.brief, agent.brief_held_at, agent.brief_updated_at = None, None, now
+        uow.session.flush()
+        return _decision(item, REJECTED, None, now, reason)
+    message, sender, opened = _held(uow, caller, ident)
+    (item,) = queue.message_items(uow, [(message, sender.username, opened)])
+    _turn_down(uow, caller, message, sender, now, reason)
+    if opened.approval == HELD and not uow.session.scalar(
+        select(Message.id).where(Message.thread_id == opened.id, Message.approval == HELD)
+    ):  # nothing of its own left to let it out: the thread is turned down with its message
+        opened.approval = REJECTED
+    return _decision(item, REJECTED, None, now, reason)
+
+
+def _turn_down(
+    uow: UnitOfWork,
+    caller: Caller,
+    message: Message,
+    sender: Agent,
+    now: datetime,
+    reason: str | None,
+) -> None:
+    """Reject one held message: its deliveries stamped, its sender told."""
     message.approval = REJECTED
     for delivery in uow.session.scalars(
         select(Delivery).where(Delivery.message_id == message.id).with_for_update()
@@ -341,4 +425,3 @@ def reject(
         reason=reason,
         now=now,
     )
-    return _decision(uow, message, sender.username, None, now, reason)

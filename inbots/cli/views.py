@@ -260,17 +260,29 @@ def acked(result: Json) -> Text:
 # the approval gate
 
 
+START = 120  # how much of a held body or brief a row of `inbots pending` shows
+
+
 def approvals_table(items: list[Json]) -> Table:
-    grid = table(["message", "from", "kind", "thread", "held", "summary"])
+    grid = table(["id", "what", "from", "to", "thread", "held", "text"])
     for i in items:
+        urgent = i.get("priority") == "urgent"
+        if i.get("subject") == "brief":
+            text = f"brief: {i.get('brief') or ''}"
+        elif i.get("subject") == "thread":
+            text = " · ".join(f"{k}: {i[k]}" for k in ("thread_goal", "thread_ref") if i.get(k))
+        else:
+            text = " — ".join(v for v in (i.get("summary"), i.get("body")) if v)
+        thread = i.get("thread_title") or i.get("thread_id")
         grid.add_row(
-            i["message_id"],
+            i.get("id") or i.get("message_id"),
+            ("URGENT " if urgent else "") + (i.get("kind") or i.get("subject") or "message"),
             i["sender"],
-            i["kind"],
-            i["thread_id"],
+            cell(i.get("recipients") or ("everyone" if i.get("subject") == "brief" else None)),
+            cell(thread),
             ago(i["held_at"]),
-            cell(("URGENT " if i["priority"] == "urgent" else "") + (i["summary"] or "")),
-            style="bold" if i["priority"] == "urgent" else None,
+            cell(text if len(text) <= START else text[: START - 1] + "…"),
+            style="bold" if urgent else None,
         )
     if not items:
         grid.caption = "nothing waits for approval"
@@ -278,12 +290,28 @@ def approvals_table(items: list[Json]) -> Table:
 
 
 def decided(d: Json) -> Text:
+    subject = d.get("subject", "")
+    what = {"thread": f"thread {d['id']}", "brief": f"the brief of {d['sender']}"}.get(
+        subject, f"{d.get('id') or d['message_id']} from {d['sender']}"
+    )
     if d["state"] == "approved":
-        return Text(f"Approved {d['message_id']} from {d['sender']}: its recipients have it now.")
+        done = {"thread": "its participants see it", "brief": "every agent may read it"}
+        return Text(f"Approved {what}: {done.get(subject, 'its recipients have it now')}.")
     reason = f" ({d['reason']})" if d.get("reason") else ""
-    return Text(
-        f"Rejected {d['message_id']} from {d['sender']}{reason}: it never reaches its "
-        "recipients, and its sender is told."
+    gone = {"thread": "it stays hidden", "brief": "it is removed"}
+    told = "it never reaches its recipients, and its sender is told"
+    return Text(f"Rejected {what}{reason}: {gone.get(subject, told)}.")
+
+
+def policy_fields(p: Json) -> Table:
+    rules = p["approval"]
+    return fields(
+        [
+            ("kinds held", rules["kinds"]),
+            ("priorities held", rules["priorities"]),
+            ("senders held", rules["senders"]),
+            ("updated", when(p.get("updated_at"))),
+        ]
     )
 
 

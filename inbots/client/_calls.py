@@ -36,6 +36,7 @@ from inbots.client._models import (
     OperatorToken,
     OutboxItem,
     Page,
+    Policy,
     ReadResult,
     RegisteredAgent,
     SearchHit,
@@ -435,11 +436,22 @@ def approvals() -> Call[list[Approval]]:
     return Call("GET", "/approvals", lambda d: Page[Approval].model_validate(d).items)
 
 
-def approve(message_id: str) -> Call[Approval]:
-    path = f"/approvals/{segment(message_id, 'held message')}/approve"
+def approve(ident: str) -> Call[Approval]:
+    path = f"/approvals/{segment(ident, 'held item')}/approve"
     return Call("POST", path, Approval.model_validate)
 
 
-def reject(message_id: str, reason: str | None) -> Call[Approval]:
-    path = f"/approvals/{segment(message_id, 'held message')}/reject"
+def reject(ident: str, reason: str | None) -> Call[Approval]:
+    path = f"/approvals/{segment(ident, 'held item')}/reject"
     return Call("POST", path, Approval.model_validate, json=body(reason=reason))
+
+
+def policy() -> Call[Policy]:
+    return Call("GET", "/policy", Policy.model_validate)
+
+
+def set_policy(
+    kinds: Sequence[str], priorities: Sequence[str], senders: Sequence[str]
+) -> Call[Policy]:
+    rules = {"kinds": list(kinds), "priorities": list(priorities), "senders": list(senders)}
+    return Call("PUT", "/policy", Policy.model_validate, json={"approval": rules})

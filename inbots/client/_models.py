@@ -373,21 +373,49 @@ class Limits(Model):
 
 
 class Approval(Model):
-    """A held message waiting for the operator (``GET /v1/approvals``); after a decision
-    (``approve``, ``reject``) also ``state`` (``approved`` or ``rejected``), ``approved_at``,
-    ``rejected_at`` and ``reason``."""
+    """Something waiting for the operator (``GET /v1/approvals``), by ``subject``: a held
+    ``message`` (with its thread's title, goal and ref, its recipients and body), a held
+    ``thread`` none of whose messages waits (a held sender opened it), or an agent's held
+    ``brief``. ``id`` is what :meth:`~inbots.client.Client.approve` and ``reject`` take. After
+    a decision also ``state`` (``approved`` or ``rejected``), ``approved_at``, ``rejected_at``
+    and ``reason``."""
 
-    message_id: str
-    thread_id: str
+    subject: str = "message"
+    id: str = ""
+    message_id: str | None = None
+    thread_id: str | None = None
     sender: str
-    kind: str
-    priority: str
-    summary: str
+    kind: str | None = None
+    priority: str | None = None
+    summary: str | None = None
+    body: str | None = None
+    thread_title: str | None = None
+    thread_goal: str | None = None
+    thread_ref: str | None = None
+    recipients: list[str] = []
+    brief: str | None = None
     held_at: Timestamp
     state: str | None = None
     approved_at: Timestamp | None = None
     rejected_at: Timestamp | None = None
     reason: str | None = None
+
+
+class ApprovalRules(Model):
+    """What the approval gate holds: messages of these kinds, of these priorities, and
+    everything these agents (usernames) write that others read."""
+
+    kinds: list[str] = []
+    priorities: list[str] = []
+    senders: list[str] = []
+
+
+class Policy(Model):
+    """The workspace's policy (``GET``/``PUT /v1/policy``); ``updated_at`` is None while it was
+    never set."""
+
+    approval: ApprovalRules
+    updated_at: Timestamp | None = None
 
 
 # The operator's views and tools

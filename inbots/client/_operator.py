@@ -23,6 +23,7 @@ from inbots.client._models import (
     NewOperatorToken,
     OperatorToken,
     Page,
+    Policy,
     RegisteredAgent,
     Session,
     Stats,
@@ -209,16 +210,34 @@ class OperatorCalls:
         self._send(_calls.revoke_enrollment(enrollment_id))
 
     def approvals(self) -> list[Approval]:
-        """Operator: the held messages waiting for a decision, oldest first (the approval
-        gate)."""
+        """Operator: what waits for a decision, oldest first (the approval gate): held
+        messages, threads a held sender opened, held briefs."""
         return self._send(_calls.approvals())
 
-    def approve(self, message_id: str) -> Approval:
-        """Operator: approve a held message; its recipients get it now. ``Conflict``
-        (``not_held``) when it is not waiting."""
-        return self._send(_calls.approve(message_id))
+    def approve(self, ident: str) -> Approval:
+        """Operator: approve what waits, by its :attr:`Approval.id` (a message: its recipients
+        get it now; a thread or a brief: the others see it). ``Conflict`` (``not_held``) when it
+        is not waiting."""
+        return self._send(_calls.approve(ident))
 
-    def reject(self, message_id: str, reason: str | None = None) -> Approval:
-        """Operator: reject a held message; it never reaches its recipients and its sender is
-        told. ``Conflict`` (``not_held``) when it is not waiting."""
-        return self._send(_calls.reject(message_id, reason))
+    def reject(self, ident: str, reason: str | None = None) -> Approval:
+        """Operator: reject what waits, by its :attr:`Approval.id` (a message never reaches its
+        recipients and its sender is told; a thread stays hidden; a brief is removed).
+        ``Conflict`` (``not_held``) when it is not waiting."""
+        return self._send(_calls.reject(ident, reason))
+
+    def policy(self) -> Policy:
+        """Operator: the workspace's approval policy."""
+        return self._send(_calls.policy())
+
+    def set_policy(
+        self,
+        kinds: Sequence[str] = (),
+        priorities: Sequence[str] = (),
+        senders: Sequence[str] = (),
+    ) -> Policy:
+        """Operator: replace the approval policy whole (a list left out is emptied): messages
+        of ``kinds`` or ``priorities``, and everything the agents ``senders`` (usernames) write
+        that others read, are held for the operator. ``ValidationError`` names an unknown
+        value's field."""
+        return self._send(_calls.set_policy(kinds, priorities, senders))

@@ -165,7 +165,10 @@ def record_thread_event(
     uow: UnitOfWork, thread: Thread, event_type: str, actor_id: str, now: datetime
 ) -> None:
     """``thread.close_requested`` or ``thread.closed``: one event for each other participant
-    whose webhook receives it (nobody else would ever be told)."""
+    whose webhook receives it (nobody else would ever be told). A thread held for the operator
+    tells nobody: its participants do not see it."""
+    if not thread.is_released:
+        return
     told = uow.session.execute(
         select(Agent.id, Agent.status, Agent.webhook_url, Agent.webhook_events)
         .join(Participant, Participant.agent_id == Agent.id)

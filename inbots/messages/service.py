@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Protocol
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from inbots.agents import service as agents
@@ -267,9 +267,10 @@ def send_message(
     if thread.status != OPEN:
         raise ThreadNotOpen(_not_open(thread))
     if reply_to is not None:
-        found = uow.session.scalar(
-            select(Message.id).where(Message.id == reply_to, Message.thread_id == thread.id)
-        )
+        named = select(Message.id).where(Message.id == reply_to, Message.thread_id == thread.id)
+        if not caller.is_operator:  # a held or rejected message is unknown to all but its sender
+            named = named.where(or_(Message.released(), Message.sender_id == caller.agent_id))
+        found = uow.session.scalar(named)
         if found is None:
             raise Invalid("reply_to must name a message in this thread.", field="reply_to")
 
@@ -289,6 +290,7 @@ def send_message(
         )
     if caller.is_operator:
         threads.join(uow, thread, caller.agent_id)
+        approvals.release(thread)  # the operator writing in a held thread lets it out
 
     message = _message(uow, caller, thread, body, summary, kind, priority, reply_to, ttl)
     if key is None:
@@ -354,7 +356,7 @@ def send_direct(
         message = _message(uow, caller, thread, body, summary, kind, priority, None, ttl)
         uow.session.add(message)
         uow.session.flush()
-        return _titled(thread, request, _deliver(uow, caller, thread, message, recipients))
+        return _hold_thread_with(thread, _deliver(uow, caller, thread, message, recipients))
     try:
         # The thread too, inside the savepoint: a repeat that lost the race opens nothing.
         with uow.session.begin_nested():
@@ -368,15 +370,14 @@ def send_direct(
         if original is None:
             raise
         return _replay(uow, original, fingerprint)
-    return _titled(thread, request, _deliver(uow, caller, thread, message, recipients))
+    return _hold_thread_with(thread, _deliver(uow, caller, thread, message, recipients))
 
 
-def _titled(thread: Thread, request: DirectMessageCreate, sent: SendResult) -> SendResult:
-    """A held direct send's thread does not show its message's first line as its title to the
-    recipients, who may not read the message yet (:data:`~inbots.approvals.service.HELD_TITLE`
-    until the approval). A title the sender gave is the thread's, as any thread's title is."""
-    if sent.held and request.title is None:
-        thread.title = approvals.HELD_TITLE
+def _hold_thread_with(thread: Thread, sent: SendResult) -> SendResult:
+    """A held direct send's thread is held with its message: its title (given, or the message's
+    first line) and ref are the sender's and the operator's until the approval."""
+    if sent.held:
+        thread.approval = HELD
     return sent
 
 
@@ -434,7 +435,7 @@ def _deliver(
     now = message.created_at
     # The workspace's approval policy may hold it: its deliveries are then stored held (stamped,
     # never published, nobody woken) until the operator approves (inbots.approvals).
-    held = approvals.holds(uow, caller, message.kind, message.priority)
+    held = approvals.holds(uow, caller, message.kind, message.priority, thread)
     if held:
         message.approval = HELD
     # A webhook recipient's delivery is published in the same breath (if its webhook receives

@@ -55,6 +55,9 @@ class Agent(Base):
     # any agent of the workspace may read it (GET /v1/agents/{username}/brief, read_brief).
     brief: Mapped[str | None] = mapped_column(Text)
     brief_updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # Set while the brief waits for the operator (written while the approval policy held the
+    # agent's sends): other agents read no brief until the operator approves it.
+    brief_held_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
     @property
     def is_operator(self) -> bool:

@@ -2,10 +2,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Index, String, Text, text
+from sqlalchemy import ColumnElement, ForeignKey, Index, String, Text, or_, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from inbots.models.base import Base, UTCDateTime
+from inbots.vocabulary import APPROVED
 
 OPEN = "open"
 CLOSE_REQUESTED = "close_requested"
@@ -25,6 +26,14 @@ class Thread(Base):
             sqlite_where=text("closed_at IS NOT NULL"),
             postgresql_where=text("closed_at IS NOT NULL"),
         ),
+        # The operator's approval queue (GET /v1/approvals): threads held, oldest first.
+        Index(
+            "ix_threads_held",
+            "workspace_id",
+            "created_at",
+            sqlite_where=text("approval = 'held'"),
+            postgresql_where=text("approval = 'held'"),
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
@@ -39,6 +48,21 @@ class Thread(Base):
     last_activity_at: Mapped[datetime] = mapped_column(UTCDateTime())
     close_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # The approval gate: None (never held), "held", "approved" or "rejected". A thread its
+    # opener opened while the policy held its sends (or a held direct send's thread) is held:
+    # its title, goal, ref and participants are seen only by its opener and the operator until
+    # the operator approves it or one of its messages; every message posted in it meanwhile is
+    # held (inbots.approvals).
+    approval: Mapped[str | None] = mapped_column(String(16))
+
+    @classmethod
+    def released(cls) -> ColumnElement[bool]:
+        """SQL: visible to its participants (never held, or approved)."""
+        return or_(cls.approval.is_(None), cls.approval == APPROVED)
+
+    @property
+    def is_released(self) -> bool:
+        return self.approval is None or self.approval == APPROVED
 
 
 class Participant(Base):

@@ -27,9 +27,11 @@ from inbots.kit.clock import utcnow
 from inbots.kit.cursor import THREADS, ThreadPlace
 from inbots.kit.ids import new_id
 from inbots.models.agents import KIND_AGENT, Agent
+from inbots.models.approvals import holds_writer
 from inbots.models.deliveries import Delivery
 from inbots.models.threads import CLOSE_REQUESTED, CLOSED, OPEN, STATUSES, Participant, Thread
 from inbots.threads.schemas import ThreadCreate, ThreadPage, ThreadRead
+from inbots.vocabulary import HELD
 from inbots.webhooks.subscriptions import THREAD_CLOSE_REQUESTED, THREAD_CLOSED
 
 
@@ -39,23 +41,30 @@ def visible_thread(
     """The thread if the caller may see it, else 404 (never 403: existence is not revealed).
 
     The operator sees every thread of its workspace; an agent only threads it is in that are not
-    closed. ``lock`` takes the row for the rest of the transaction (PostgreSQL), so a send and a
-    close of the same thread cannot interleave.
+    closed, and not held for the operator unless it opened them. ``lock`` takes the row for the
+    rest of the transaction (PostgreSQL), so a send and a close of the same thread cannot
+    interleave.
     """
     stmt: Select[Thread] = select(Thread).where(
         Thread.id == thread_id, Thread.workspace_id == caller.workspace_id
     )
     if not caller.is_operator:
-        stmt = stmt.join(
-            Participant,
-            (Participant.thread_id == Thread.id) & (Participant.agent_id == caller.agent_id),
-        ).where(Thread.status != CLOSED)
+        stmt = _seen_by_agent(stmt, caller)
     if lock:
         stmt = stmt.with_for_update(of=Thread)
     thread = uow.session.scalars(stmt).first()
     if thread is None:
         raise not_found("thread", thread_id)
     return thread
+
+
+def _seen_by_agent(stmt: Select[Thread], caller: Caller) -> Select[Thread]:
+    """Threads an agent sees: it is in them, they are not closed, and they are not held for the
+    operator (a held thread's opener sees it; nobody else does until it is approved)."""
+    return stmt.join(
+        Participant,
+        (Participant.thread_id == Thread.id) & (Participant.agent_id == caller.agent_id),
+    ).where(Thread.status != CLOSED, or_(Thread.released(), Thread.opened_by_id == caller.agent_id))
 
 
 def participants_of(uow: UnitOfWork, thread_ids: Iterable[str]) -> dict[str, list[str]]:
@@ -244,11 +253,15 @@ def create(
 
 def open_thread(uow: UnitOfWork, caller: Caller, request: ThreadCreate) -> ThreadRead:
     """Open a thread for one task; the caller is its opener and a participant. It must have
-    someone else in it (``"*"``: every agent that is not archived)."""
+    someone else in it (``"*"``: every agent that is not archived). While the approval policy
+    holds the caller's sends, the thread is held: only its opener and the operator see it until
+    the operator approves it or one of its messages."""
     title, goal = check_title(request.title, request.goal, uow)
     ref = check_ref(request.ref, uow)
     members = recipients_of(uow, caller, request.participants, "participants")
     thread = create(uow, caller, title, goal, ref, members)
+    if not caller.is_operator and holds_writer(uow.session, caller.workspace_id, caller.username):
+        thread.approval = HELD
     return to_reads(uow, [thread])[0]
 
 
@@ -293,10 +306,7 @@ def thread_page(
     count = limit or s.list_default
     stmt = select(Thread).where(Thread.workspace_id == caller.workspace_id)
     if not caller.is_operator:
-        stmt = stmt.join(
-            Participant,
-            (Participant.thread_id == Thread.id) & (Participant.agent_id == caller.agent_id),
-        ).where(Thread.status != CLOSED)
+        stmt = _seen_by_agent(stmt, caller)
     if status is not None:
         stmt = stmt.where(Thread.status == status)
     if ref:

@@ -39,5 +39,6 @@ def add_operator_commands(app: typer.Typer) -> None:
     app.command("pending")(approvals.pending)
     app.command("approve")(approvals.approve)
     app.command("reject")(approvals.reject)
+    app.add_typer(approvals.policy_app, name="policy")
     app.command("stats")(stats.stats)
     app.command("watch")(watch.watch)
