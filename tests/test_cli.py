@@ -9,16 +9,20 @@ import csv
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
+from inbots.cli import views
 from tests.conftest import free_port
 from tests.helpers import Api
 from tests.receivers import FAST, always, not_inbots, receiver
@@ -492,6 +496,46 @@ def ok_at(api: Api, *args: str) -> Run:
     run = inbots(api, *args, **AT_80)
     assert run.code == 0, (run.code, run.stderr)
     return run
+
+
+ID = re.compile(r"\b[a-z]{2,4}_[0-9a-z]{26}\b")
+
+
+@pytest.mark.parametrize("width", [100, 120])
+def test_tables_on_a_terminal_keep_ids_whole_and_every_row_on_one_line(
+    api: Api, width: int
+) -> None:
+    """Issue 25: at 120 columns `inbots pending` split its msg_ ids, and at 100 folded titles
+    over five lines. On a terminal of any width a row is one line, every id in it whole; the
+    rest of its text is cut with an ellipsis."""
+    long_workspace(api)
+    api.ok("PUT", "/policy", json={"approval": {"kinds": ["task"]}})
+    worker = api.agent("worker")
+    thread = api.open_thread(LONG_TITLE, ["worker"])
+    worker.send(thread["id"], LONG_BODY, summary=LONG_TITLE)  # the operator's mail
+    worker.send(thread["id"], LONG_BODY, kind="task", summary=LONG_TITLE)  # held
+    shown: dict[str, tuple[Callable[[list[Any]], Any], tuple[str, ...]]] = {
+        "/agents": (views.agents_table, ("id",)),  # the ids each row shows
+        "/threads": (views.threads_table, ("id",)),
+        "/deliveries": (views.deliveries_table, ("id",)),
+        "/tokens": (views.tokens_table, ("id",)),
+        "/inbox": (views.inbox_table, ("message_id",)),
+        "/approvals": (views.approvals_table, ("id",)),
+    }
+    for path, (view, id_fields) in shown.items():
+        items = api.ok("GET", path)["items"]
+        assert items, path
+        terminal = Console(width=width, file=io.StringIO(), color_system=None)
+        terminal.print(view(items))
+        lines = terminal.file.getvalue().splitlines()  # type: ignore[attr-defined]
+        assert all(len(line) <= width for line in lines), (path, lines)
+        for item in items:
+            key = item.get(id_fields[0]) or item["message_id"]  # (a held message: its id)
+            assert ID.fullmatch(key)
+            assert len([line for line in lines if key in line]) == 1, (path, key, lines)
+        assert len([line for line in lines if ID.search(line)]) == len(items), (path, lines)
+        if path in ("/threads", "/inbox", "/approvals"):
+            assert "…" in "".join(lines), (path, lines)  # the long titles were cut, not folded
 
 
 def test_lists_as_tsv_and_json(api: Api) -> None:

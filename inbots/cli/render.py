@@ -3,7 +3,8 @@ people read.
 
 ``--output`` picks the format:
 
-- ``table``: Rich tables, fields and panels for people. On a terminal they fit its width; anywhere
+- ``table``: Rich tables, fields and panels for people. On a terminal they fit its width, a row
+  one line all the same: ids whole, longer text cut with an ellipsis (:class:`Rows`); anywhere
   else they are drawn as wide as their widest line, so a row is one line and no cell is folded or
   cut (``inbots agents list --output table | grep``).
 - ``tsv``: a header line of the API's field names, then one line per record. Nested objects are
@@ -22,6 +23,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
@@ -31,6 +33,7 @@ from typing import Any
 from rich import box
 from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderableType, RenderResult
 from rich.measure import Measurement
+from rich.style import StyleType
 from rich.table import Table
 from rich.text import Text
 
@@ -150,12 +153,60 @@ def say(line: str) -> None:
 # building blocks of the views
 
 
+# An Inbots id (``msg_`` and 26 base32 characters, :mod:`inbots.kit.ids`): a cell holding one is
+# kept whole, whatever its column is called.
+_ID = re.compile(r"[a-z]{2,4}_[0-9a-z]{26}")
+_SHORT = 12  # a column whose cells are all this short (a time, a count, a state) is never cut
+
+
+class Rows(Table):
+    """A table whose every row is one line. A column holding ids is never wrapped or cut (it
+    keeps the ids' width, so one can be pasted into the next command), nor is a column of short
+    values (a time, a count, a state); the other text is cut with an ellipsis to what the
+    terminal leaves it. Cells are taken as plain text, never as Rich markup."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.ids: set[int] = set()  # the columns holding ids
+        self.long: set[int] = set()  # the columns holding text longer than _SHORT
+
+    def add_row(
+        self,
+        *renderables: RenderableType | None,
+        style: StyleType | None = None,
+        end_section: bool = False,
+    ) -> None:
+        cells = [self._one_line(i, value) for i, value in enumerate(renderables)]
+        super().add_row(*cells, style=style, end_section=end_section)
+
+    def _one_line(self, index: int, value: RenderableType | None) -> RenderableType | None:
+        text = Text(value) if isinstance(value, str) else value
+        if index >= len(self.columns) or not isinstance(text, Text):
+            return value
+        column = self.columns[index]
+        if _ID.fullmatch(text.plain):
+            self.ids.add(index)
+            column.min_width = max(column.min_width or 0, text.cell_len)
+            text.no_wrap, text.overflow = True, "ignore"
+        else:
+            if text.cell_len > _SHORT:
+                self.long.add(index)
+            if text.no_wrap is None:
+                text.no_wrap, text.overflow = True, "ellipsis"
+        # Rich shrinks only the columns that may wrap: those of longer free text.
+        column.no_wrap = index in self.ids or index not in self.long
+        return text
+
+
 def table(columns: Sequence[str], title: str | None = None) -> Table:
-    """A table for people: ids and states never wrap, so they stay whole and copyable."""
-    grid = Table(title=title, box=box.SIMPLE_HEAD, header_style="bold", title_justify="left")
+    """A table for people, one line a row (:class:`Rows`): ids whole, other text cut to fit."""
+    grid = Rows(title=title, box=box.SIMPLE_HEAD, header_style="bold", title_justify="left")
     for column in columns:
         grid.add_column(
-            column, overflow="fold", no_wrap=column in ("id", "state"), min_width=len(column)
+            Text(column, no_wrap=True, overflow="ellipsis"),
+            overflow="ellipsis",
+            no_wrap=True,  # until a cell of longer text comes
+            min_width=len(column),
         )
     return grid
 
