@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
@@ -108,11 +109,21 @@ Limit = Annotated[int, Depends(page_limit)]
 
 async def wait_timeout(request: Request, timeout: str | None = None) -> float:
     """``?timeout=``: how long a long-poll waits, in seconds (:func:`~inbots.deliveries.wait.
-    wait_seconds`: capped, never an error); text that is no number is the default."""
+    wait_seconds`: out of range is capped, not an error; left out or empty is the default).
+    Text that is no number (``abc``, ``nan``) is ``422`` naming ``timeout``: waiting the default
+    instead would hide the caller's mistake."""
+    if timeout is None or not timeout.strip():
+        return wait_seconds(None, request.app.state.settings)
     try:
-        seconds = float(timeout) if timeout is not None else None
+        seconds = float(timeout)
     except ValueError:
-        seconds = None
+        seconds = math.nan
+    if math.isnan(seconds):
+        raise Invalid(
+            f"timeout must be a number of seconds (got {timeout[:40]!r}); leave it out to wait "
+            f"the default {request.app.state.settings.wait_default_seconds:g} s.",
+            field="timeout",
+        )
     return wait_seconds(seconds, request.app.state.settings)
 
 

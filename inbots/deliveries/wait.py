@@ -40,9 +40,9 @@ class AsyncRun(Protocol):
 
 
 def wait_seconds(timeout: float | None, settings: Settings) -> float:
-    """The long-poll rule, for every edge: none (over HTTP, also text that is no number) or NaN
-    means the default; at least 1 s; a larger value is capped at ``INBOTS_WAIT_MAX_SECONDS``,
-    not an error."""
+    """The long-poll rule, for every edge: none or NaN means the default (over HTTP, text that
+    is no number is refused before: ``422``, field ``timeout``); at least 1 s; a larger value is
+    capped at ``INBOTS_WAIT_MAX_SECONDS``, not an error."""
     default, maximum = settings.wait_default_seconds, settings.wait_max_seconds
     if timeout is None or math.isnan(timeout):
         return default
