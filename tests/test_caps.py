@@ -25,7 +25,7 @@ from inbots.models.messages import Message
 from inbots.models.threads import Thread
 from tests.conftest import free_port, new_workspace
 from tests.helpers import Api, Caller
-from tests.mcp_client import over_bridge, over_http, run
+from tests.mcp_client import over_bridge, over_http, run, text_of
 from tests.processes import clean_env, inbots_executable
 
 CAPS = {"cap_per_recipient": 5, "cap_per_pair": 3}
@@ -102,22 +102,82 @@ def test_closing_a_thread_frees_its_places(api: Api) -> None:
     alice.send(second, "room again")
 
 
+def held_by(database: Database, message_id: str) -> set[str]:
+    """Whom a message has a delivery for (their agent ids)."""
+    with unit_of_work(database, readonly=True) as uow:
+        return set(
+            uow.session.scalars(
+                select(Delivery.recipient_id).where(Delivery.message_id == message_id)
+            )
+        )
+
+
 @pytest.mark.parametrize("settings_overrides", [{**CAPS, "rate_limit_per_minute": 0}])
-def test_the_recipient_cap_refuses_a_whole_broadcast(api: Api, database: Database) -> None:
+def test_a_send_to_several_skips_a_full_inbox_and_says_so(api: Api, database: Database) -> None:
+    """A broadcast, a direct send to several and a post to a thread of several leave out a
+    recipient at a cap (``skipped``) and reach the others; a send whose every recipient is at
+    a cap is refused whole, as a send to one is."""
     senders = [api.agent(f"sender-{n}") for n in range(3)]
-    api.agent("full")
-    api.agent("roomy")
+    full = api.agent("full")
+    roomy = api.agent("roomy")
     for n, sender in enumerate(senders):
         thread = sender.open_thread(f"T{n}", ["full"])["id"]
         for m in range(2 if n < 2 else 1):
             sender.send(thread, f"{n}.{m}")
+    assert full.inbox()["waiting"] == 5  # its cap
+    ids = {a["username"]: a["id"] for a in api.ok("GET", "/agents")["items"]}
+
+    sent = senders[2].ok("POST", "/messages", 201, json={"to": ["*"], "body": "to everybody"})
+    assert sent["skipped"] == [{"recipient": "full", "reason": "inbox_full"}]
+    reached = {d["recipient"] for d in sent["deliveries"]}
+    assert reached == {"sender-0", "sender-1", "roomy"}
+    assert held_by(database, sent["message"]["id"]) == {ids[n] for n in reached}
+    assert full.inbox()["waiting"] == 5 and roomy.inbox()["waiting"] == 1
+    # The operator's broadcast too.
+    by_operator = api.ok("POST", "/messages", 201, json={"to": ["*"], "body": "from the desk"})
+    assert by_operator["skipped"] == [{"recipient": "full", "reason": "inbox_full"}]
+    assert "full" not in {d["recipient"] for d in by_operator["deliveries"]}
+    # A post to a thread of several.
+    thread = senders[2].open_thread("Two", ["full", "roomy"])["id"]
+    posted = senders[2].send(thread, "to the thread")
+    assert posted["skipped"] == [{"recipient": "full", "reason": "inbox_full"}]
+    assert [d["recipient"] for d in posted["deliveries"]] == ["roomy"]
+    # Nobody left to send to: refused whole, nothing stored.
     before = counts(database)
-    answer = senders[2].post("/messages", json={"to": ["*"], "body": "to everybody"})
-    refused(answer, "full's inbox is full", "INBOTS_CAP_PER_RECIPIENT")
-    answer = senders[2].post("/messages", json={"to": ["full", "roomy"], "body": "to two"})
-    refused(answer, "full")
-    assert counts(database) == before  # no thread, no message, no delivery
-    senders[2].ok("POST", "/messages", 201, json={"to": ["roomy"], "body": "only roomy"})
+    refused(post(senders[2], senders[2].open_thread("Full", ["full"])["id"], "x"), "full's inbox")
+    assert counts(database)[1:] == before[1:]  # the new thread only: no message, no delivery
+    # The skipped places were never counted: one acknowledgement frees one place for one send.
+    first = full.inbox()["items"][0]["delivery_id"]
+    full.ok("POST", "/acks", json={"ids": [first], "outcome": "done"})
+    senders[2].ok("POST", "/messages", 201, json={"to": ["full"], "body": "one place"})
+    refused(senders[2].post("/messages", json={"to": ["full"], "body": "no place"}), "full")
+
+
+@pytest.mark.parametrize("settings_overrides", [{**CAPS, "rate_limit_per_minute": 0}])
+def test_a_broadcast_skips_a_recipient_at_the_pair_cap(api: Api, server: Any) -> None:
+    """``pair_full``: the recipient holds the most one sender may leave it; the MCP answer
+    names whom it left out and why."""
+    alice = api.agent("alice")
+    api.agent("bob")
+    api.agent("carol")
+    thread = alice.open_thread("Pair", ["bob"])["id"]
+    for n in range(3):
+        alice.send(thread, f"m{n}")
+    sent = alice.ok("POST", "/messages", 201, json={"to": ["bob", "carol"], "body": "both"})
+    assert sent["skipped"] == [{"recipient": "bob", "reason": "pair_full"}]
+    assert [d["recipient"] for d in sent["deliveries"]] == ["carol"]
+    only = alice.ok("POST", "/messages", 201, json={"to": ["carol"], "body": "one"})
+    assert "skipped" not in only  # the key is there only when someone was left out
+
+    async def scenario() -> str:
+        async with over_http(server.url, alice.token) as tools:
+            result = await tools.call("send_message", to=["bob", "carol"], body="again")
+            assert not result.is_error, text_of(result)
+            return text_of(result)
+
+    text = run(scenario)
+    assert "Not sent to bob (holds the most unacknowledged messages" in text, text
+    assert "one delivery each for carol" in text, text
 
 
 @pytest.mark.parametrize("settings_overrides", [{**RATE, "cap_per_recipient": 0}])
@@ -126,14 +186,14 @@ def test_the_rate_limit_refuses_past_the_burst_but_not_a_replay(
 ) -> None:
     alice = api.agent("alice")
     api.agent("bob")
-    thread = alice.open_thread("Fast", ["bob"])["id"]
+    thread = api.open_thread("Fast", ["alice", "bob"])["id"]  # the operator's: no token
     first = post(alice, thread, "keyed", **{"Idempotency-Key": "k-1"})
     assert first.status_code == 201
     alice.send(thread, "two")
     alice.send(thread, "three")
     before = counts(database)
     response = post(alice, thread, "four")
-    message = refused(response, "1 messages a minute", "bursts of up to 3")
+    message = refused(response, "1 writes a minute", "bursts of up to 3")
     assert int(response.headers["Retry-After"]) <= 60
     assert "nothing of this one was stored" in message
     refused(alice.post("/messages", json={"to": ["bob"], "body": "direct"}), "a minute")
@@ -147,23 +207,23 @@ def test_the_rate_limit_refuses_past_the_burst_but_not_a_replay(
     for n in range(5):
         api.send(thread, f"operator {n}")
     carol = api.agent("carol")
-    other = carol.open_thread("Carol's", ["alice"])["id"]
-    for n in range(3):
+    other = carol.open_thread("Carol's", ["alice"])["id"]  # a token of carol's
+    for n in range(2):
         carol.send(other, f"carol {n}")
 
 
-@pytest.mark.parametrize("settings_overrides", [{**CAPS, **RATE}])
+@pytest.mark.parametrize("settings_overrides", [{**CAPS, **RATE, "rate_limit_burst": 5}])
 def test_send_message_over_mcp_is_refused_with_the_same_sentence(api: Api, server: Any) -> None:
     alice = api.agent("alice")
     api.agent("bob")
-    thread = alice.open_thread("MCP", ["bob"])["id"]
-    for n in range(3):
+    thread = api.open_thread("MCP", ["alice", "bob"])["id"]  # the operator's: no token
+    for n in range(3):  # bob and the operator hold the most alice may leave them (the pair cap)
         alice.send(thread, f"m{n}")
 
     for connect in (over_http, over_bridge):  # /mcp, and inbots mcp's bridge over HTTP
 
         async def scenario(connect: Any = connect) -> tuple[str, str, dict[str, Any]]:
-            async with connect(server.url, alice.token) as tools:
+            async with connect(server.url, alice.token) as tools:  # a new session: a token
                 result = await tools.call("send_message", thread_id=thread, body="one more")
                 code, text = await tools.error("send_message", thread_id=thread, body="more")
                 assert isinstance(result.structured_content, dict)

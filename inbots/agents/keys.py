@@ -15,6 +15,7 @@ from datetime import datetime
 from sqlalchemy import delete, func, select
 
 from inbots.agents.schemas import KeyCreated, KeyRead
+from inbots.auth import rate_limit
 from inbots.caller import Caller
 from inbots.db.uow import UnitOfWork, reads
 from inbots.errors import Conflict, Invalid, NotFound, not_found
@@ -110,6 +111,7 @@ def issue_key(
             f"This agent already holds {limit} keys, the most it may; revoke one it no longer "
             f"needs (DELETE …/keys/{{id}}; {_listing(agent_ref)} lists them), then issue again."
         )
+    rate_limit.spend(uow, caller)
     row, api_key = _add(uow, agent.id, label, utcnow())
     log.info("agent key issued", extra={"agent_id": agent.id, "key_id": row.id})
     return KeyCreated(
@@ -155,5 +157,6 @@ def revoke_key(uow: UnitOfWork, caller: Caller, agent_ref: str | None, key_id: s
             "This is the agent's last key; issue another first (POST …/keys), then revoke this "
             f"one{archive}."
         )
+    rate_limit.spend(uow, caller)
     uow.session.execute(delete(AgentKey).where(AgentKey.id == key_id))
     log.info("agent key revoked", extra={"agent_id": agent.id, "key_id": key_id})

@@ -18,6 +18,7 @@ from inbots.agents.schemas import (
     BriefUpdate,
     DirectoryEntry,
 )
+from inbots.auth import rate_limit
 from inbots.caller import Caller
 from inbots.config import Settings
 from inbots.db.uow import UnitOfWork, reads
@@ -322,6 +323,7 @@ def set_own_brief(uow: UnitOfWork, caller: Caller, request: BriefUpdate) -> Brie
     policy holds the agent's sends, the brief waits for the operator (``GET /v1/approvals``):
     other agents read no brief until it is approved."""
     caller.require_agent()
+    rate_limit.spend(uow, caller)
     held = holds_writer(uow.session, caller.workspace_id, caller.username)
     return _apply_brief(uow, uow.session.get_one(Agent, caller.agent_id), request, held)
 

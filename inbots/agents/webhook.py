@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from inbots.agents.service import find_agent
+from inbots.auth import rate_limit
 from inbots.caller import Caller
 from inbots.db.uow import UnitOfWork, reads
 from inbots.errors import Conflict, NotFound
@@ -56,6 +57,7 @@ def set_webhook(
     url = check_url(request.url, uow.settings)
     chosen = request.webhook_events
     types = subscriptions.check(chosen) if chosen is not None else None
+    rate_limit.spend(uow, caller)
     apply_url(agent, url)
     if types is not None:
         agent.webhook_events = subscriptions.encode(types)
@@ -72,6 +74,7 @@ def get_webhook(uow: UnitOfWork, caller: Caller, agent_ref: str | None) -> Webho
 def remove_webhook(uow: UnitOfWork, caller: Caller, agent_ref: str | None) -> None:
     """Remove the URL and discard the secret for good (a later URL gets a new one). Idempotent."""
     agent = _target(uow, caller, agent_ref)
+    rate_limit.spend(uow, caller)
     agent.webhook_url = None
     agent.webhook_secret = None
     agent.webhook_previous_secret = None
@@ -83,6 +86,7 @@ def remove_webhook(uow: UnitOfWork, caller: Caller, agent_ref: str | None) -> No
 def rotate_secret(uow: UnitOfWork, caller: Caller, agent_ref: str | None) -> WebhookRead:
     """Mint a new secret; the previous one keeps signing (second signature) for the overlap."""
     agent = _existing(_live(_target(uow, caller, agent_ref)))
+    rate_limit.spend(uow, caller)
     agent.webhook_previous_secret = agent.webhook_secret
     agent.webhook_previous_secret_expires_at = utcnow() + timedelta(
         seconds=signing.ROTATION_OVERLAP_SECONDS

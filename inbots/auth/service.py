@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import and_, func, literal, or_, select, update
 
+from inbots.auth import rate_limit
 from inbots.caller import Caller, SessionSeen
 from inbots.config import Settings
 from inbots.db.engine import Database, upsert_for
@@ -225,6 +226,8 @@ def touch(uow: UnitOfWork, caller: Caller) -> None:
     seen = caller.session
     if seen is not None:
         last = caller.session_last_seen_at
+        if last is None:  # a session never seen before: a new row, a write like any other
+            rate_limit.spend(uow, caller)
         if last is None or now - last >= resolution:
             upsert_session(uow, caller.agent_id, seen, now)
 

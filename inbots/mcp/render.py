@@ -177,7 +177,7 @@ def render_sent(r: Json) -> str:
             f"Nothing new was sent: this idempotency_key was already used for this same message, "
             f"{m['id']} in thread {m['thread_id']}, which went to {to}."
         )
-    acked = _reply_acknowledged(r.get("acknowledged"), m)
+    acked = _reply_acknowledged(r.get("acknowledged"), m) + _skipped(r.get("skipped"))
     if r.get("held"):
         return (
             f"Held {_urgent(m).lower()}{m['kind']} {m['id']} in thread {m['thread_id']} for the "
@@ -188,6 +188,25 @@ def render_sent(r: Json) -> str:
     return (
         f"Sent {_urgent(m).lower()}{m['kind']} {m['id']} to thread {m['thread_id']}; one "
         f"delivery each for {to}.{acked}"
+    )
+
+
+_LEFT_OUT = {
+    "inbox_full": "inbox full",
+    "pair_full": "holds the most unacknowledged messages one sender may leave with it",
+}
+
+
+def _skipped(skipped: list[Json] | None) -> str:
+    """The recipients a send to several left out, at a cap."""
+    if not skipped:
+        return ""
+    names = "; ".join(
+        f"{x['recipient']} ({_LEFT_OUT.get(x['reason'], x['reason'])})" for x in skipped
+    )
+    return (
+        f" Not sent to {names}: at a cap, they got no delivery; a place frees up when they "
+        "acknowledge mail, so send them this again later if they need it."
     )
 
 

@@ -22,10 +22,14 @@
   function of migration 0018: token, ledger, locks and the read under them) and no wait.
   SQLite's ``BEGIN IMMEDIATE`` runs one writer at a time: there is nothing in flight, no lock
   and no margin. Locks are taken in one key order, so sends never deadlock.
-- **Rate limit**: each agent has a token bucket (``send_buckets``) of ``rate_limit_burst``
-  tokens refilled at ``rate_limit_per_minute``; a send spends one. One upsert refills and spends
-  atomically in the sending transaction (the row stays locked until it commits), so every web
-  process shares the bucket. The operator's own sends are not rate-limited.
+- **Rate limit**: a send spends from the agent's token bucket, which all its writes share
+  (:mod:`inbots.auth.rate_limit`): one token, plus one per recipient beyond the first ten. On
+  PostgreSQL ``inbots_admit`` spends a one-token send in its one statement; a dearer one spends
+  in one upsert before it (``inbots_admit`` spends one token only). The operator's own sends are
+  not rate-limited.
+- **Skipping**: a send to several recipients leaves out those at a cap (their deliveries are
+  deleted and their pair rows taken back, in the send's transaction) and is refused only when
+  every recipient is at one; :func:`admit` returns whom it left out and why.
 
 A refusal raises :class:`~inbots.errors.RateLimited` (429 with ``Retry-After``): the send's
 transaction rolls back, so nothing of it is stored and no token is spent. A cap or limit set to
@@ -34,22 +38,23 @@ transaction rolls back, so nothing of it is stored and no token is spent. A cap 
 
 from __future__ import annotations
 
-import math
 import time
 import weakref
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import Connection, Engine, Float, case, cast, func, literal, select, text, update
+from sqlalchemy import Connection, Engine, case, delete, func, select, text, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from inbots.auth import rate_limit
 from inbots.caller import Caller
+from inbots.config import Settings
 from inbots.db.engine import upsert_for
 from inbots.db.uow import UnitOfWork
 from inbots.errors import RateLimited
 from inbots.models.deliveries import Delivery
-from inbots.models.messages import CapLedger, SendBucket
+from inbots.models.messages import CapLedger
 
 # A full inbox frees a place when its recipient acknowledges something: there is no clock to
 # quote, so the caller is told to come back after this long.
@@ -58,39 +63,57 @@ CAP_RETRY_AFTER_SECONDS = 60
 TOTAL = ""  # the ledger row of a recipient's total (the others name a sender)
 
 
-def admit(uow: UnitOfWork, caller: Caller, recipients: Sequence[tuple[str, str]]) -> None:
-    """Refuse the send (``RateLimited``) if the caller's rate limit or a recipient's cap forbids
-    it; otherwise spend one of the caller's tokens. Called once the send's deliveries are
-    stored, in its transaction (a refusal rolls them back). ``recipients`` are (id, username)
-    pairs."""
+# Why a send left a recipient out (``skipped`` in its answer).
+INBOX_FULL = "inbox_full"  # it holds cap_per_recipient unacknowledged deliveries
+PAIR_FULL = "pair_full"  # it holds cap_per_pair of them from this sender
+
+
+def admit(
+    uow: UnitOfWork, caller: Caller, message_id: str, recipients: Sequence[tuple[str, str]]
+) -> dict[str, str]:
+    """Refuse the send (``RateLimited``) if the caller's rate limit forbids it, or a cap forbids
+    it for every recipient; otherwise spend the caller's tokens and leave out the recipients at
+    a cap (their deliveries deleted). Called once the send's deliveries are stored, in its
+    transaction (a refusal rolls them back). ``recipients`` are (id, username) pairs; returns the
+    ids left out, each with why (:data:`INBOX_FULL` or :data:`PAIR_FULL`)."""
     s = uow.settings
-    limited = bool(s.rate_limit_per_minute and s.rate_limit_burst and not caller.is_operator)
+    limited = rate_limit.applies(s, caller)
     capped = bool((s.cap_per_recipient or s.cap_per_pair) and recipients)
     if not (limited or capped):
-        return
+        return {}
     names = dict(recipients)
     postgres = uow.session.get_bind().dialect.name == "postgresql"
-    count = _count_postgres if postgres else _count_sqlite
-    counted = count(uow, caller.agent_id, sorted(names) if capped else [], limited)
-    if counted.tokens is not None and counted.tokens < 0:
-        per_second = s.rate_limit_per_minute / 60.0
-        wait = max(1, math.ceil(-counted.tokens / per_second))
-        raise RateLimited(
-            f"You sent more than {s.rate_limit_per_minute} messages a minute (bursts of up to "
-            f"{s.rate_limit_burst}); your next send is allowed in {wait} s. Wait that long "
-            "and send again; nothing of this one was stored.",
-            retry_after=wait,
-        )
-    if capped:
-        _check_caps(uow, caller, names, counted, postgres)
+    cost = rate_limit.check_send_cost(s, len(names), None) if limited else 0
+    # PostgreSQL spends a one-token send inside inbots_admit, in the same statement as the caps.
+    in_admit = postgres and cost == 1
+    if limited and not in_admit:
+        rate_limit.spend(uow, caller, cost, recipients=len(names))
+    if not (capped or in_admit):
+        return {}
+    ids = sorted(names) if capped else []
+    if postgres:
+        counted = _count_postgres(uow, caller.agent_id, ids, in_admit)
+        if counted.tokens is not None and counted.tokens < 0:
+            raise rate_limit.refusal(s, counted.tokens, cost)
+        if not capped:
+            return {}
+    else:
+        counted = _count_sqlite(uow, caller.agent_id, ids)
+    full = _check_caps(uow, caller, names, counted, postgres)
+    if full and len(full) == len(names):  # nobody left to send to: refuse it whole
+        first = min(full)
+        raise _full(s, names[first], full[first])
+    if full:
+        _leave_out(uow, caller, message_id, full)
+    return full
 
 
 @dataclass
 class _Counted:
-    """What a send's counting found: the caller's tokens left after spending one (None: not
-    rate-limited), and per recipient its (recipient, caller) ledger row with this send in it and
-    the recipient's ledger sum (an upper bound of what the caps count; on PostgreSQL read under
-    the recipient's lock), and which recipients PostgreSQL locked exclusively."""
+    """What a send's counting found: the caller's tokens left after ``inbots_admit`` spent one
+    (None: it spent none), and per recipient its (recipient, caller) ledger row with this send
+    in it and the recipient's ledger sum (an upper bound of what the caps count; on PostgreSQL
+    read under the recipient's lock), and which recipients PostgreSQL locked exclusively."""
 
     tokens: float | None
     pairs: dict[str, int]
@@ -153,32 +176,8 @@ def _count_postgres(
     )
 
 
-def _count_sqlite(
-    uow: UnitOfWork, agent_id: str, recipient_ids: list[str], limited: bool
-) -> _Counted:
-    s = uow.settings
+def _count_sqlite(uow: UnitOfWork, agent_id: str, recipient_ids: list[str]) -> _Counted:
     connection = uow.session.connection()
-    tokens = None
-    if limited:
-        burst = float(s.rate_limit_burst)
-        now = time.time()
-        refilled = SendBucket.tokens + (literal(now, Float) - SendBucket.stamp) * (
-            s.rate_limit_per_minute / 60.0
-        )
-        tokens = connection.execute(
-            sqlite_insert(SendBucket)
-            .values(agent_id=agent_id, tokens=burst - 1, stamp=now)
-            .on_conflict_do_update(
-                index_elements=[SendBucket.agent_id],
-                set_={
-                    "tokens": case((refilled > burst, burst), else_=refilled) - 1,
-                    "stamp": cast(literal(now), Float),
-                },
-            )
-            .returning(SendBucket.tokens)
-        ).scalar_one()
-    if not recipient_ids:
-        return _Counted(tokens, {}, {})
     pairs = {
         rid: count
         for rid, count in connection.execute(
@@ -193,12 +192,14 @@ def _count_sqlite(
             .returning(CapLedger.recipient_id, CapLedger.open_count)
         ).all()
     }
-    return _Counted(tokens, pairs, _estimates(uow, recipient_ids))
+    return _Counted(None, pairs, _estimates(uow, recipient_ids))
 
 
 def _check_caps(
     uow: UnitOfWork, caller: Caller, names: dict[str, str], counted: _Counted, postgres: bool
-) -> None:
+) -> dict[str, str]:
+    """The recipients a cap refuses (id: why). Raises instead when many sends reach a recipient
+    at once near its cap (PostgreSQL): it cannot be counted exactly without waiting."""
     s = uow.settings
     ids = sorted(names)
     pairs, estimates = counted.pairs, counted.estimates
@@ -225,25 +226,20 @@ def _check_caps(
             )
     else:
         exact_ids = [rid for rid in ids if near(rid, 0)]
-    if exact_ids:
-        _recount(uow, caller, names, pairs, exact_ids)
+    return _recount(uow, caller, pairs, exact_ids) if exact_ids else {}
 
 
 def _recount(
-    uow: UnitOfWork,
-    caller: Caller,
-    names: dict[str, str],
-    pairs: dict[str, int],
-    ids: Sequence[str],
-) -> None:
-    """Count exactly, set the ledger to the exact figures, and refuse the send if a cap is
-    passed. No other send to these recipients is in flight: PostgreSQL holds them locked
-    exclusively, SQLite runs one writer at a time."""
+    uow: UnitOfWork, caller: Caller, pairs: dict[str, int], ids: Sequence[str]
+) -> dict[str, str]:
+    """Count exactly, set the ledger to the exact figures, and return the recipients whose cap
+    the send passes (id: why). No other send to these recipients is in flight: PostgreSQL holds
+    them locked exclusively, SQLite runs one writer at a time."""
     s = uow.settings
     exact = _open_counts(uow, ids, caller.agent_id)  # includes this send's own deliveries
     pair_sums = _estimates(uow, ids, pairs_only=True)
     own, offsets = [], []
-    full: tuple[str, str] | None = None
+    full: dict[str, str] = {}
     for rid in ids:
         total, pair = exact.get(rid, (0, 0))
         own.append({"recipient_id": rid, "sender_id": caller.agent_id, "open_count": pair})
@@ -252,10 +248,10 @@ def _recount(
         offsets.append(
             {"recipient_id": rid, "sender_id": TOTAL, "open_count": total - others - pair}
         )
-        if full is None and s.cap_per_recipient and total > s.cap_per_recipient:
-            full = (rid, TOTAL)
-        if full is None and s.cap_per_pair and pair > s.cap_per_pair:
-            full = (rid, caller.agent_id)
+        if s.cap_per_recipient and total > s.cap_per_recipient:
+            full[rid] = INBOX_FULL
+        elif s.cap_per_pair and pair > s.cap_per_pair:
+            full[rid] = PAIR_FULL
     uow.session.execute(update(CapLedger), own)  # by primary key, one executemany
     statement = upsert_for(uow.session)(CapLedger).values(offsets)
     uow.session.execute(
@@ -264,23 +260,42 @@ def _recount(
             set_={"open_count": statement.excluded.open_count},
         )
     )
-    if full is None:
-        return
-    name = names.get(full[0], full[0])
-    if full[1] == TOTAL:
-        raise RateLimited(
+    return full
+
+
+def _full(s: Settings, name: str, reason: str) -> RateLimited:
+    """The refusal of a send whose every recipient is at a cap, naming the first."""
+    if reason == INBOX_FULL:
+        return RateLimited(
             f"{name}'s inbox is full: it holds {s.cap_per_recipient} unacknowledged "
             "messages, the most one agent may hold (INBOTS_CAP_PER_RECIPIENT). A place "
             f"frees up when {name} acknowledges mail or a message expires; try again in "
             f"{CAP_RETRY_AFTER_SECONDS} s or later. Nothing of this send was stored.",
             retry_after=CAP_RETRY_AFTER_SECONDS,
         )
-    raise RateLimited(
+    return RateLimited(
         f"{name} has {s.cap_per_pair} unacknowledged messages from you, the most one "
         "sender may leave with one recipient (INBOTS_CAP_PER_PAIR). A place frees up "
         f"when {name} acknowledges one of yours or one expires; try again in "
         f"{CAP_RETRY_AFTER_SECONDS} s or later. Nothing of this send was stored.",
         retry_after=CAP_RETRY_AFTER_SECONDS,
+    )
+
+
+def _leave_out(uow: UnitOfWork, caller: Caller, message_id: str, full: dict[str, str]) -> None:
+    """Take the send's deliveries to ``full`` back, and their count out of the caller's pair
+    rows (just recounted, so they stay exact)."""
+    ids = list(full)
+    uow.session.execute(
+        delete(Delivery)
+        .where(Delivery.message_id == message_id, Delivery.recipient_id.in_(ids))
+        .execution_options(synchronize_session=False)
+    )
+    uow.session.execute(
+        update(CapLedger)
+        .where(CapLedger.recipient_id.in_(ids), CapLedger.sender_id == caller.agent_id)
+        .values(open_count=CapLedger.open_count - 1)
+        .execution_options(synchronize_session=False)
     )
 
 

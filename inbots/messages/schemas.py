@@ -111,6 +111,15 @@ class DeliveryBrief(Model):
     state: str
 
 
+class Skipped(Model):
+    """A recipient a send to several left out, having no delivery: ``inbox_full`` (it holds
+    ``INBOTS_CAP_PER_RECIPIENT`` unacknowledged messages) or ``pair_full`` (it holds
+    ``INBOTS_CAP_PER_PAIR`` of the sender's)."""
+
+    recipient: str
+    reason: str
+
+
 class SendResult(BaseModel):
     message: MessageRead
     deliveries: list[DeliveryBrief]
@@ -121,6 +130,8 @@ class SendResult(BaseModel):
     acknowledged: ReplyAcknowledged | None = Field(
         default=None, exclude_if=lambda value: value is None
     )
+    # Recipients at a cap, left out of a send to several (absent when none was).
+    skipped: list[Skipped] = Field(default_factory=list, exclude_if=lambda value: not value)
 
 
 class History(BaseModel):

@@ -43,6 +43,7 @@ from inbots.messages.schemas import (
     DirectMessageCreate,
     MessageCreate,
     SendResult,
+    Skipped,
     idempotency_key,
 )
 from inbots.models.agents import Agent
@@ -472,7 +473,13 @@ def _deliver(
     if not held:  # held mail is no activity its recipients may see: the approval moves it
         thread.last_activity_at = now
     uow.session.flush()
-    governance.admit(uow, caller, [(r.id, r.username) for r in recipients])
+    skipped = governance.admit(uow, caller, message.id, [(r.id, r.username) for r in recipients])
+    left_out = [
+        Skipped(recipient=r.username, reason=skipped[r.id]) for r in recipients if r.id in skipped
+    ]
+    if skipped:  # at a cap, left out of a send to several: their deliveries are gone
+        kept = [(row, r) for row, r in zip(rows, recipients, strict=True) if r.id not in skipped]
+        rows, recipients = [row for row, _ in kept], [r for _, r in kept]
 
     recipient_ids = [r.id for r in recipients]
     jobs = [Job(str(row["id"]), 1, "publish") for row in rows if row["publish_count"]]
@@ -490,6 +497,7 @@ def _deliver(
         ],
         duplicate=False,
         held=held,
+        skipped=left_out,
     )
 
 

@@ -10,6 +10,7 @@ from sqlalchemy.exc import IntegrityError
 
 from inbots.agents import service as agents
 from inbots.agents.service import check_username
+from inbots.auth import rate_limit
 from inbots.caller import Caller
 from inbots.db.uow import UnitOfWork, reads
 from inbots.errors import (
@@ -259,6 +260,7 @@ def open_thread(uow: UnitOfWork, caller: Caller, request: ThreadCreate) -> Threa
     title, goal = check_title(request.title, request.goal, uow)
     ref = check_ref(request.ref, uow)
     members = recipients_of(uow, caller, request.participants, "participants")
+    rate_limit.spend(uow, caller)
     thread = create(uow, caller, title, goal, ref, members)
     if not caller.is_operator and holds_writer(uow.session, caller.workspace_id, caller.username):
         thread.approval = HELD
@@ -353,6 +355,7 @@ def add_participant(uow: UnitOfWork, caller: Caller, thread_id: str, username: s
             f"Thread {thread.id} is {thread.status.replace('_', ' ')}; participants can no longer "
             "be added."
         )
+    rate_limit.spend(uow, caller)  # even when it is there already: a call is a write
     present = uow.session.get(Participant, (thread.id, agent.id))
     if present is None:
         try:
@@ -387,6 +390,7 @@ def request_close(uow: UnitOfWork, caller: Caller, thread_id: str) -> ThreadRead
     thread = visible_thread(uow, caller, thread_id, lock=True)
     if thread.opened_by_id != caller.agent_id:
         raise Forbidden("Only the agent that opened this thread can request its close.")
+    rate_limit.spend(uow, caller)  # a repeat too (the request is idempotent, not free)
     if thread.status == OPEN:
         now = utcnow()
         thread.status = CLOSE_REQUESTED

@@ -39,6 +39,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         409: "Business conflict",
         413: "Request body too large",
         422: "Validation error naming the field, or a body that is not JSON (invalid_json)",
+        429: "An agent's write over its rate limit, or a request on a session it was not seen "
+        "through before (rate_limited, with Retry-After); nothing of it was stored",
         503: "The database cannot answer now (service_unavailable, with Retry-After)",
     }.items()
 }
@@ -46,8 +48,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 # A send's own refusal (the caps and the rate limit), for the send routes' documentation.
 RATE_LIMITED: dict[str, Any] = {
     "model": ErrorEnvelope,
-    "description": "A cap or the sender's rate limit refuses the send (rate_limited, with "
-    "Retry-After); nothing of it was stored",
+    "description": "The sender's rate limit, or a cap of every recipient, refuses the send "
+    "(rate_limited, with Retry-After); nothing of it was stored",
 }
 
 # The recipient's own reads and stamps of a delivery whose message's ttl_seconds passed.
