@@ -772,6 +772,31 @@ def test_inbox_pages_bodies_priority_and_refs(ops: Client, agent: NewAgent) -> N
     assert ops.limits().inbox_bodies_max == 20 and ops.limits().thread_ref_max == 128
 
 
+def test_reading_with_ack_is_a_post_and_a_plain_read_a_get(
+    api: Api, ops: Client, agent: NewAgent
+) -> None:
+    """Issue 25: acknowledging changes something, so the client never does it with a GET."""
+    reader_key = ops.register_agent("reader").api_key
+    sender = agent("sender")
+    thread = sender.open_thread("Read", ["reader"])
+    first, second = (sender.send(thread.id, f"message {n}") for n in (1, 2))
+    counting = CountingTransport()
+    with Client(api.base_url, reader_key, transport=counting) as reader:
+        plain = reader.read(first.message.id)
+        assert counting.last() == ("GET", f"/v1/messages/{first.message.id}", {}, None)
+        delivery_id = second.deliveries[0].id
+        acked = reader.read(delivery_id, ack="done", note="thanks")
+        assert counting.last() == (
+            "POST",
+            f"/v1/messages/{delivery_id}/read",
+            {},
+            {"ack": "done", "note": "thanks"},
+        )
+    assert plain.delivery is not None and plain.delivery.state == "fetched"
+    assert acked.delivery is not None and acked.delivery.state == "acknowledged"
+    assert (acked.delivery.outcome, acked.delivery.note) == ("done", "thanks")
+
+
 def test_send_to_usernames_opens_a_thread(ops: Client, agent: NewAgent) -> None:
     sender, reader = agent("sender"), agent("reader")
     agent("bystander")

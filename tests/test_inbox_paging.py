@@ -1,12 +1,14 @@
 """The inbox of Inbots 1.1 over HTTP: paging by cursor without acknowledging, bodies in the
 listing, acknowledged mail, urgent first, ``since``; and reading and acknowledging in one call
-(``GET /v1/messages/{id}?ack=``). From agents-and-governance.md §1."""
+(``POST /v1/messages/{id}/read``; ``GET /v1/messages/{id}?ack=`` kept). From
+agents-and-governance.md §1."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.helpers import Api, Caller, error_message
@@ -296,11 +298,31 @@ def test_a_bad_since_is_refused(api: Api, since: str) -> None:
 # --- read and acknowledge at once ------------------------------------------------------------
 
 
+# ``POST /v1/messages/{id}/read {ack?, note?}`` is the way; the GET's ``?ack=`` stays for older
+# clients. Both run the same service function, so each scenario runs through both.
+FORMS = ["post", "get"]
+
+
+def read_acking(caller: Caller, ident: str, form: str, **fields: str) -> httpx.Response:
+    if form == "post":
+        return caller.post(f"/messages/{ident}/read", json=fields)
+    return caller.get(f"/messages/{ident}", params=fields)
+
+
+def read_acked(caller: Caller, ident: str, form: str, **fields: str) -> dict[str, Any]:
+    response = read_acking(caller, ident, form, **fields)
+    assert response.status_code == 200, response.text
+    return response.json()  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("outcome", ["done", "declined"])
-def test_reading_with_ack_reads_and_acknowledges_in_one_call(api: Api, outcome: str) -> None:
+def test_reading_with_ack_reads_and_acknowledges_in_one_call(
+    api: Api, outcome: str, form: str
+) -> None:
     _, reader, sent = mailbox(api, 2)
     delivery_id = sent[0]["deliveries"][0]["id"]
-    read = reader.ok("GET", f"/messages/{delivery_id}", params={"ack": outcome})
+    read = read_acked(reader, delivery_id, form, ack=outcome)
     assert read["message"]["body"] == "message 1"
     assert read["delivery"]["state"] == "acknowledged" and read["delivery"]["outcome"] == outcome
     receipt = api.delivery(delivery_id)
@@ -308,28 +330,43 @@ def test_reading_with_ack_reads_and_acknowledges_in_one_call(api: Api, outcome: 
     assert reader.inbox()["waiting"] == 1
 
     by_message = sent[1]["message"]["id"]
-    noted = reader.ok("GET", f"/messages/{by_message}", params={"ack": "declined", "note": "no"})
+    noted = read_acked(reader, by_message, form, ack="declined", note="no")
     assert (noted["delivery"]["outcome"], noted["delivery"]["note"]) == ("declined", "no")
     assert reader.inbox()["waiting"] == 0
-    again = reader.ok("GET", f"/messages/{by_message}", params={"ack": "done"})
+    again = read_acked(reader, by_message, form, ack="done")
     assert again["delivery"]["outcome"] == "declined"  # acknowledging again changes nothing
 
 
-def test_a_bad_ack_is_refused_and_changes_nothing(api: Api) -> None:
+@pytest.mark.parametrize("form", FORMS)
+def test_a_bad_ack_is_refused_and_changes_nothing(api: Api, form: str) -> None:
     _, reader, sent = mailbox(api, 1)
     delivery_id = sent[0]["deliveries"][0]["id"]
     # A bad ack; and a note without ack (the note is the acknowledgement's): refused, not dropped.
-    for params, field in (({"ack": "yes"}, "ack"), ({"note": "seen"}, "note")):
-        response = reader.get(f"/messages/{delivery_id}", params=params)
+    for fields, field in (({"ack": "yes"}, "ack"), ({"note": "seen"}, "note")):
+        response = read_acking(reader, delivery_id, form, **fields)
         error_message(response, 422, "validation_error", field)
-        assert api.delivery(delivery_id)["fetched_at"] is None, params
+        assert api.delivery(delivery_id)["fetched_at"] is None, fields
 
 
-def test_the_sender_reading_with_ack_acknowledges_nothing(api: Api) -> None:
+@pytest.mark.parametrize("form", FORMS)
+def test_the_sender_reading_with_ack_acknowledges_nothing(api: Api, form: str) -> None:
     sender, reader, sent = mailbox(api, 1)
-    read = sender.ok("GET", f"/messages/{sent[0]['message']['id']}", params={"ack": "done"})
+    read = read_acked(sender, sent[0]["message"]["id"], form, ack="done")
     assert read["delivery"] is None
     assert reader.inbox()["waiting"] == 1
     outsider = api.agent("outsider")
-    response = outsider.get(f"/messages/{sent[0]['message']['id']}", params={"ack": "done"})
+    response = read_acking(outsider, sent[0]["message"]["id"], form, ack="done")
     error_message(response, 404, "not_found", None)
+
+
+def test_post_read_without_a_body_only_reads_and_refuses_what_it_does_not_know(api: Api) -> None:
+    _, reader, sent = mailbox(api, 1)
+    delivery_id = sent[0]["deliveries"][0]["id"]
+    for wrong in ({"ack": "done", "outcome": "done"}, ["done"]):
+        response = reader.post(f"/messages/{delivery_id}/read", json=wrong)
+        assert response.status_code == 422, response.text
+        assert api.delivery(delivery_id)["fetched_at"] is None, wrong
+    read = reader.ok("POST", f"/messages/{delivery_id}/read")
+    assert read["message"]["body"] == "message 1"
+    assert read["delivery"]["state"] == "fetched"
+    assert reader.inbox()["waiting"] == 1

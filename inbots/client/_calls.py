@@ -231,7 +231,10 @@ def wait(timeout: float | None, events: str | None) -> Call[Inbox]:
 
 def read(ident: str, ack: str | None, note: str | None) -> Call[ReadResult]:
     path = f"/messages/{segment(ident, 'message')}"
-    return Call("GET", path, ReadResult.model_validate, query(ack=ack, note=note))
+    if ack is None and note is None:
+        return Call("GET", path, ReadResult.model_validate)
+    # Acknowledging changes something: a POST, never the GET's ?ack= (kept for old clients).
+    return Call("POST", f"{path}/read", ReadResult.model_validate, json=body(ack=ack, note=note))
 
 
 def acknowledge(ids: str | Sequence[str], outcome: str | None, note: str | None) -> Call[AckResult]:

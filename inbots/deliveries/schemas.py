@@ -143,6 +143,22 @@ class AckRequest(Request):
     )
 
 
+class ReadRequest(Request):
+    """Read one message and, with ``ack``, acknowledge the caller's copy of it in the same call
+    (``POST /v1/messages/{id}/read``): the way to acknowledge on reading."""
+
+    ack: str | None = Field(
+        default=None,
+        description="done or declined: acknowledge it too; left out, only read it.",
+        json_schema_extra=choice(*OUTCOMES),
+    )
+    note: str | None = Field(
+        default=None,
+        description="With ack: for the sender, e.g. why you declined.",
+        json_schema_extra=bounds(maxLength="note_max"),
+    )
+
+
 class WorkingRequest(Request):
     """A "working on it" heartbeat for one delivery (``POST /v1/deliveries/{id}/working``)."""
 

@@ -4,7 +4,14 @@ from fastapi import APIRouter, Response
 
 from inbots.api.deps import AuthFirstRoute, Ctx, Limit, OperatorCtx, WaitSeconds, rendered
 from inbots.deliveries import service, wait
-from inbots.deliveries.schemas import AckRequest, AckResult, DeliveryRead, Inbox, Waited
+from inbots.deliveries.schemas import (
+    AckRequest,
+    AckResult,
+    DeliveryRead,
+    Inbox,
+    ReadRequest,
+    Waited,
+)
 from inbots.messages import reading
 from inbots.messages.schemas import MessageWithDelivery, Outbox
 from inbots.web.errors import EXPIRED
@@ -86,12 +93,32 @@ def outbox(
 def read_message(
     ctx: Ctx, message_or_delivery_id: str, ack: str | None = None, note: str | None = None
 ) -> MessageWithDelivery:
-    """One message with its full body. Stamps the caller's delivery fetched; with
-    ``ack=done|declined`` (and an optional ``note``) also acknowledges it, in one call. Its
-    sender also gets every recipient's receipt (``receipts``)."""
+    """One message with its full body. Stamps the caller's delivery fetched. Its sender also
+    gets every recipient's receipt (``receipts``). ``ack=done|declined`` (and ``note``) also
+    acknowledges it: kept for compatibility; ``POST /v1/messages/{id}/read`` is the way."""
+    return _read(ctx, message_or_delivery_id, ack, note)
+
+
+@router.post(
+    "/messages/{message_or_delivery_id}/read",
+    response_model=MessageWithDelivery,
+    responses=EXPIRED,
+)
+def read_and_acknowledge(
+    ctx: Ctx, message_or_delivery_id: str, body: ReadRequest | None = None
+) -> MessageWithDelivery:
+    """One message with its full body, as ``GET /v1/messages/{id}`` answers it (stamps the
+    caller's delivery fetched); with ``ack`` (``done`` or ``declined``, and an optional
+    ``note``) it also acknowledges the caller's copy, in the same transaction. The body may be
+    left out (only read)."""
+    request = body or ReadRequest()
+    return _read(ctx, message_or_delivery_id, request.ack, request.note)
+
+
+def _read(ctx: Ctx, ident: str, ack: str | None, note: str | None) -> MessageWithDelivery:
     if ack is None and note is None:
-        return ctx.run(reading.read_message, message_or_delivery_id)
-    return ctx.run(reading.read_and_acknowledge, message_or_delivery_id, ack, note)
+        return ctx.run(reading.read_message, ident)
+    return ctx.run(reading.read_and_acknowledge, ident, ack, note)
 
 
 @router.post("/deliveries/{delivery_id}/received", response_model=DeliveryRead, responses=EXPIRED)
