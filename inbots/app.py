@@ -10,6 +10,7 @@ from fastapi import APIRouter, FastAPI
 from starlette.routing import Route
 
 from inbots import __version__, dashboard
+from inbots.api import docs as api_docs
 from inbots.api.routes import (
     agents,
     alerts,
@@ -67,6 +68,8 @@ def create_app(
         summary="A mailbox for AI agents.",
         lifespan=lifespan,
         responses=errors.ERROR_RESPONSES,
+        docs_url=None,  # FastAPI's pages load scripts from a CDN: inbots.api.docs serves them
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.db = database
@@ -92,6 +95,8 @@ def create_app(
         v1.include_router(module.router)
     app.include_router(v1)
     app.include_router(health.router)
+    if settings.environment != "production":
+        api_docs.install(app)  # /docs and /redoc, from installed files (404 in production)
     dashboard.install(app)  # the operator pages at / (see docs/dashboard.md)
     app.include_router(metrics.router)
     app.router.routes.append(Route(MCP_PATH, mcp, include_in_schema=False))  # see docs/mcp.md

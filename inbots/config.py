@@ -94,6 +94,9 @@ class Settings(BaseSettings):
     ack_batch_max: int = Field(default=100, ge=1)
     request_body_max_bytes: int = Field(default=64 * 1024, ge=1024)
     http_header_max_bytes: int = Field(default=32 * 1024, ge=4096)
+    # The request line and headers must arrive within this (a slow-header attack holds a
+    # connection open by dribbling them): then 408 and the connection closes.
+    http_header_timeout_seconds: PositiveSeconds = 10.0
 
     # Operator sign-in and dashboard sessions.
     session_max_age_seconds: PositiveSeconds = 12 * 3600.0

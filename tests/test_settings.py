@@ -188,6 +188,11 @@ WEAK_TOKENS = [
     "ops_0123456789abcdefghijklmnopqrstuv",  # a run of neighbours
     "ops_" + "7" * 20 + "31415926535897932384",  # digits only, mostly one
     "ops_31415926535897932384626433832795",  # 32 digits: at most 106 bits
+    # Issue 25: words and keyboard walks that pass every count of characters (zxcvbn's lists).
+    "ops_PasswordPasswordPassword123456789",
+    "ops_qwertyuiopasdfghjklzxcvbnm1234567890",
+    "ops_1qaz2wsx3edc4rfv5tgb6yhn7ujm8ik9ol0p",
+    "ops_ThisIsMyOperatorTokenForInbotsProduction2024",
 ]
 
 
@@ -208,12 +213,31 @@ def test_weak_operator_tokens_are_refused_with_one_line(
 
 
 def test_random_operator_tokens_are_accepted() -> None:
-    for _ in range(200):
-        for body in (secrets.token_urlsafe(32), secrets.token_hex(32), secrets.token_urlsafe(24)):
+    # 32 hex digits are exactly 128 bits: the words and dates zxcvbn finds in them by chance
+    # must not refuse them. (zxcvbn makes each judgement cost milliseconds: 50 rounds.)
+    for _ in range(50):
+        for body in (
+            secrets.token_urlsafe(32),
+            secrets.token_hex(32),
+            secrets.token_urlsafe(24),
+            secrets.token_hex(16),
+        ):
             assert load_settings(operator_token="ops_" + body).operator_token == "ops_" + body
     from inbots.kit.tokens import OPERATOR_TOKEN_PREFIX, mint
 
     assert load_settings(operator_token=mint(OPERATOR_TOKEN_PREFIX)).operator_token
+
+
+@pytest.mark.parametrize(
+    "token",
+    ["ops_PasswordPasswordPassword123456789", "ops_qwertyuiopasdfghjklzxcvbnm1234567890"],
+)
+def test_a_phrase_or_a_keyboard_walk_is_refused_for_its_words(token: str) -> None:
+    """Both pass every count of characters (alphabet, spread, repeats, runs); zxcvbn's word
+    lists and keyboard patterns find what they are made of."""
+    with pytest.raises(SettingsError) as caught:
+        load_settings(operator_token=token)
+    assert "words, names, dates or keyboard patterns" in str(caught.value), str(caught.value)
 
 
 def test_inbots_check_refuses_a_weak_token_in_one_line(tmp_path: Path) -> None:

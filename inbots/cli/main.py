@@ -456,6 +456,20 @@ def workspace_create(name: Annotated[str, typer.Argument(help="A name for people
     out.print(seeded.minted_token, highlight=False)
 
 
+def _retention_days(days: float | None) -> float | None:
+    """``--days`` within INBOTS_RETENTION_DAYS' bounds: a cutoff past them (``inf``, ``1e308``)
+    is no date at all, and ``nan`` or a negative is no window."""
+    from inbots.config import LONGEST_DAYS
+
+    if days is not None and not 0 <= days <= LONGEST_DAYS:  # NaN fails both comparisons
+        raise typer.BadParameter(
+            f"must be a number of days from 0 to {LONGEST_DAYS:,} (ten years), like "
+            f"INBOTS_RETENTION_DAYS (got {days:g})",
+            param_hint="'--days'",
+        )
+    return days
+
+
 @app.command("purge")
 def purge(
     dry_run: Annotated[
@@ -464,9 +478,9 @@ def purge(
     days: Annotated[
         float | None,
         typer.Option(
-            min=0,
+            callback=_retention_days,
             help="Delete threads closed more than this many days ago, instead of "
-            "INBOTS_RETENTION_DAYS (0 deletes nothing).",
+            "INBOTS_RETENTION_DAYS (0 deletes nothing; at most 3650).",
         ),
     ] = None,
     output: Annotated[

@@ -14,15 +14,17 @@ import re
 import sys
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import unquote_plus
 
 from inbots.config import Settings
 
 REDACTED = "[redacted]"
 
-# Inbots' own credentials (agt_, ops_, whsec_), bearer headers, and key=value pairs whose
+# Inbots' own credentials (agt_, ops_, enr_, whsec_), bearer headers, and key=value pairs whose
 # name says secret. Tokens are at least 16 characters of the URL-safe alphabet.
+_TOKEN = re.compile(r"\b(?:agt|ops|enr)_[A-Za-z0-9_\-]{16,}")
 _SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"\b(?:agt|ops)_[A-Za-z0-9_\-]{16,}"), REDACTED),
+    (_TOKEN, REDACTED),
     (re.compile(r"\bwhsec_[A-Za-z0-9+/=_\-]{16,}"), REDACTED),
     (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{8,}"), rf"\1 {REDACTED}"),
     (
@@ -44,10 +46,52 @@ _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
 }
 
 
+# A URL's query string in a log line (the access log writes each request's path with it).
+_QUERY = re.compile(r"\?([^\s\"'<>#]+)")
+# The query parameters whose values a log line may show: the API's and the dashboard's filters
+# and pages. Any other parameter's value is replaced (search words in q and query, a note, an
+# enrollment_token or a key someone put in a URL, a webhook receiver's own parameters): a name
+# added to the API later stays private until it is listed here.
+SHOWN_PARAMETERS = frozenset(
+    {
+        "ack",
+        "active",
+        "agent",
+        "cursor",
+        "events",
+        "include",
+        "kind",
+        "limit",
+        "page",
+        "priority",
+        "ref",
+        "sender",
+        "since",
+        "state",
+        "status",
+        "thread",
+        "timeout",
+        "type",
+        "until",
+    }
+)
+
+
+def _redact_query(found: re.Match[str]) -> str:
+    pairs = []
+    for pair in found.group(1).split("&"):
+        name, equals, value = pair.partition("=")
+        shown = unquote_plus(name).strip().lower() in SHOWN_PARAMETERS
+        if equals and value and (not shown or _TOKEN.search(unquote_plus(value))):
+            value = REDACTED
+        pairs.append(name + equals + value)
+    return "?" + "&".join(pairs)
+
+
 def redact(text: str) -> str:
     for pattern, replacement in _SECRET_PATTERNS:
         text = pattern.sub(replacement, text)
-    return text
+    return _QUERY.sub(_redact_query, text)
 
 
 class Redactor(logging.Filter):

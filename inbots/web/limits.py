@@ -22,6 +22,7 @@ from inbots.config import Settings
 from inbots.errors import PayloadTooLarge
 
 CODE_TOO_LARGE = "headers_too_large"
+CODE_TOO_SLOW = "request_timeout"  # 408: the head did not arrive in time
 HEADER_MAX_COUNT = 100  # header fields in one request; more is 431 headers_too_large
 
 
@@ -29,10 +30,13 @@ HEADER_MAX_COUNT = 100  # header fields in one request; more is 431 headers_too_
 class HeadLimits:
     max_bytes: int
     max_count: int
+    timeout_seconds: float  # enforced by the protocol only (inbots.web.protocol)
 
     @classmethod
     def of(cls, settings: Settings) -> HeadLimits:
-        return cls(settings.http_header_max_bytes, HEADER_MAX_COUNT)
+        return cls(
+            settings.http_header_max_bytes, HEADER_MAX_COUNT, settings.http_header_timeout_seconds
+        )
 
     def too_large(self) -> str:
         return (
@@ -42,6 +46,12 @@ class HeadLimits:
 
     def too_many(self) -> str:
         return f"The request has more than {self.max_count} header fields; send fewer."
+
+    def too_slow(self) -> str:
+        return (
+            f"The request line and headers did not all arrive within {self.timeout_seconds:g} "
+            "seconds, so the connection is closed; send the whole head at once."
+        )
 
     def check(self, scope: Scope) -> str | None:
         """Why an ASGI request's head breaks the limits, or None."""

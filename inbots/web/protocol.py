@@ -9,6 +9,13 @@ or ``HEADER_MAX_COUNT`` (100) fields, then close the connection. A head the pars
 (a control character such as DEL in a header value, a malformed request line) gets ``400
 bad_request`` in the envelope instead of uvicorn's plain text.
 
+The head also has a deadline: ``INBOTS_HTTP_HEADER_TIMEOUT_SECONDS`` from the connection's
+start, and from the first byte of each later request on it. uvicorn has none (its keep-alive
+timer runs only between requests), so a client dribbling a header byte every few seconds held
+its connection for as long as it liked, and thousands of them held the server. A head still
+incomplete at the deadline gets ``408 request_timeout`` in the envelope; a connection that sent
+nothing is closed without a word. Either way it closes.
+
 ``inbots serve`` passes :func:`protocol_for` its settings; any other uvicorn takes
 ``--http inbots.web.protocol:InbotsHttpProtocol`` (httptools, which ``uvicorn[standard]``
 brings and uvicorn's ``auto`` picks), which reads the settings on its first connection.
@@ -20,6 +27,7 @@ import asyncio
 import http
 import json
 import logging
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import h11
@@ -28,7 +36,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from inbots.config import Settings, get_settings
-from inbots.web.limits import CODE_TOO_LARGE, HeadLimits
+from inbots.web.limits import CODE_TOO_LARGE, CODE_TOO_SLOW, HeadLimits
 
 log = logging.getLogger(__name__)
 
@@ -64,15 +72,46 @@ class _Refused(Exception):
 
 
 class _Limited:
-    """What both protocols share: the limits, and answering with the envelope."""
+    """What both protocols share: the limits, the head's deadline, and answering with the
+    envelope."""
 
     limits: ClassVar[HeadLimits | None] = None  # bound by protocol_for(); else the settings
     transport: asyncio.Transport
+    loop: asyncio.AbstractEventLoop
     server_state: Any
     client: tuple[str, int] | None
+    cycle: Any  # uvicorn's request-response cycle in progress, or None
+    _deadline: asyncio.TimerHandle | None = None
+    _head_begun = False  # a byte of the head the deadline runs for has arrived
 
     def _head_limits(self) -> HeadLimits:
         return self.limits or HeadLimits.of(get_settings())
+
+    def _start_head_clock(self, timeout: float, *, begun: bool) -> None:
+        """Start the head's deadline unless it runs already (a head that arrives in several
+        reads has one deadline, from its first)."""
+        self._head_begun = self._head_begun or begun
+        if self._deadline is None and not self.transport.is_closing():
+            self._deadline = self.loop.call_later(timeout, self._head_too_slow, timeout)
+
+    def _stop_head_clock(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        self._head_begun = False
+
+    def _head_too_slow(self, timeout: float) -> None:
+        self._deadline = None
+        if self.cycle is not None and not self.cycle.response_complete:
+            # The next request's head began while this one's answer is still being made (a
+            # long poll): the deadline restarts, and no answer is written into the middle of
+            # another.
+            self._start_head_clock(timeout, begun=False)
+            return
+        if self._head_begun:
+            self._refuse(408, CODE_TOO_SLOW, self._head_limits().too_slow())
+        elif not self.transport.is_closing():
+            self.transport.close()  # nothing sent at all: nothing to answer
 
     def _refuse(self, status: int, code: str, message: str) -> None:
         if self.transport.is_closing():
@@ -105,6 +144,14 @@ class LimitedHttpToolsProtocol(_Limited, HttpToolsProtocol):
         self._finished_in_read = False
         self._cause: tuple[int, str, str] | None = None
 
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._start_head_clock(self._caps.timeout_seconds, begun=False)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_head_clock()
+        super().connection_lost(exc)
+
     def data_received(self, data: bytes) -> None:
         # uvicorn's own, except that a refused head is answered in the envelope, and bytes
         # of an unfinished head are counted.
@@ -136,6 +183,7 @@ class LimitedHttpToolsProtocol(_Limited, HttpToolsProtocol):
         super().on_message_begin()
         self._in_head = True
         self._head_bytes = self._pending_bytes = self._header_count = 0
+        self._start_head_clock(self._caps.timeout_seconds, begun=True)
 
     def on_url(self, url: bytes) -> None:
         self._count(len(url), 0)
@@ -147,6 +195,7 @@ class LimitedHttpToolsProtocol(_Limited, HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._in_head = False
+        self._stop_head_clock()
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
@@ -171,9 +220,10 @@ class _LimitedConnection(h11.Connection):
     """h11 already caps an incomplete head (``max_incomplete_event_size``: 431); this adds the
     count of header fields and remembers why it refused."""
 
-    def __init__(self, caps: HeadLimits) -> None:
+    def __init__(self, caps: HeadLimits, on_head: Callable[[], None]) -> None:
         super().__init__(h11.SERVER, max_incomplete_event_size=caps.max_bytes)
         self.caps = caps
+        self.on_head = on_head  # called when a whole head has arrived
         self.refused: h11.RemoteProtocolError | None = None
 
     def next_event(self) -> Any:
@@ -182,9 +232,11 @@ class _LimitedConnection(h11.Connection):
         except h11.RemoteProtocolError as exc:
             self.refused = exc
             raise
-        if isinstance(event, h11.Request) and len(event.headers) > self.caps.max_count:
-            self.refused = h11.RemoteProtocolError(self.caps.too_many(), error_status_hint=431)
-            raise self.refused
+        if isinstance(event, h11.Request):
+            self.on_head()
+            if len(event.headers) > self.caps.max_count:
+                self.refused = h11.RemoteProtocolError(self.caps.too_many(), error_status_hint=431)
+                raise self.refused
         return event
 
 
@@ -193,7 +245,21 @@ class LimitedH11Protocol(_Limited, H11Protocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.conn = _LimitedConnection(self._head_limits())
+        self._caps = self._head_limits()
+        self.conn = _LimitedConnection(self._caps, self._stop_head_clock)
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._start_head_clock(self._caps.timeout_seconds, begun=False)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_head_clock()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if data and self.conn.their_state is h11.IDLE:  # a request's head, not its body
+            self._start_head_clock(self._caps.timeout_seconds, begun=True)
+        super().data_received(data)
 
     def send_400_response(self, msg: str) -> None:
         conn = self.conn
