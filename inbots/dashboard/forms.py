@@ -24,7 +24,7 @@ from sqlalchemy.exc import DataError
 from inbots.agents import service as agents_service
 from inbots.agents.schemas import AgentCreate
 from inbots.approvals import service as approvals
-from inbots.approvals.schemas import DecisionRequest
+from inbots.approvals.schemas import DecisionRequest, PolicyUpdate
 from inbots.dashboard import actions, pages
 from inbots.dashboard.auth import (
     Csrf,
@@ -44,6 +44,7 @@ from inbots.deliveries import console
 from inbots.deliveries import service as deliveries
 from inbots.deliveries.schemas import AckRequest
 from inbots.errors import InbotsError, Invalid, not_found
+from inbots.kit.ids import kind_of
 from inbots.kit.schema import refusal
 from inbots.messages import service as messages
 from inbots.messages.schemas import MessageCreate
@@ -152,25 +153,35 @@ def dismiss_close(request: Request, thread_id: str, csrf: Csrf = "", next: Next 
     )
 
 
-@router.post("/approvals/{message_id}/approve")
+def _decided(ident: str, approved: bool) -> str:
+    """What the flash says once the operator decided on ``ident`` (a message, thread or brief)."""
+    what = kind_of(ident)
+    if what == "thread":
+        done = "its participants see it" if approved else "it stays hidden"
+        return f"{'Approved' if approved else 'Rejected'} thread {ident}: {done}."
+    if what == "agent":
+        done = "every agent may read it" if approved else "it is removed"
+        return f"{'Approved' if approved else 'Rejected'} the brief of agent {ident}: {done}."
+    if approved:
+        return f"Approved {ident}: its recipients have it now."
+    return f"Rejected {ident}: it never reaches its recipients; its sender is told."
+
+
+@router.post("/approvals/{ident}/approve")
 def approval_approve(
-    request: Request, message_id: str, csrf: Csrf = "", next: Next = "/approvals"
+    request: Request, ident: str, csrf: Csrf = "", next: Next = "/approvals"
 ) -> Response:
-    """``POST /v1/approvals/{id}/approve``: its recipients get it now."""
+    """``POST /v1/approvals/{id}/approve``: a message's recipients get it now; a thread or a
+    brief is seen by the others."""
     return _act(
-        request,
-        csrf,
-        next,
-        approvals.approve,
-        message_id,
-        success=f"Approved {message_id}: its recipients have it now.",
+        request, csrf, next, approvals.approve, ident, success=_decided(ident, approved=True)
     )
 
 
-@router.post("/approvals/{message_id}/reject")
+@router.post("/approvals/{ident}/reject")
 def approval_reject(
     request: Request,
-    message_id: str,
+    ident: str,
     csrf: Csrf = "",
     next: Next = "/approvals",
     reason: Text = "",
@@ -187,10 +198,41 @@ def approval_reject(
         csrf,
         next,
         approvals.reject,
-        message_id,
+        ident,
         rejection,
-        success=f"Rejected {message_id}: it never reaches its recipients; its sender is told.",
+        success=_decided(ident, approved=False),
     )
+
+
+@router.post("/approvals/policy")
+def approval_policy(
+    request: Request,
+    csrf: Csrf = "",
+    kinds: Annotated[list[str] | None, Form()] = None,
+    priorities: Annotated[list[str] | None, Form()] = None,
+    senders: Text = "",
+) -> Response:
+    """``PUT /v1/policy``: the kinds and priorities ticked and the senders typed (usernames,
+    separated by commas or spaces) replace the policy whole."""
+    session = form_session(request, csrf)
+    names = senders.replace(",", " ").split()
+    try:
+        rules = {"kinds": kinds or [], "priorities": priorities or [], "senders": names}
+        _write(request, session, approvals.set_policy, _request(PolicyUpdate, approval=rules))
+    except InbotsError as exc:
+        form = {"form": "policy", **rules, "senders": senders}
+        return show_page(
+            request,
+            "approvals.html",
+            "approvals",
+            "Approvals",
+            pages.approvals_page,
+            session=session,
+            form=form,
+            form_error=exc,
+        )
+    session.say("ok", "Approval policy saved: it holds what is sent from now on.")
+    return redirect(request, "/approvals", session)
 
 
 # --- forms: each a service of the API; a refusal shows the form again with the input --------

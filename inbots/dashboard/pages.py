@@ -199,9 +199,11 @@ def inbox_message(uow: UnitOfWork, caller: Caller, delivery_id: str) -> dict[str
 
 
 def approvals_page(uow: UnitOfWork, caller: Caller) -> dict[str, Any]:
-    """The approval queue: the held messages waiting for the operator, oldest first, each with
-    Approve and Reject (``GET /v1/approvals``), and the policy that holds them."""
+    """The approval queue: what waits for the operator, oldest first, each with Approve and
+    Reject (``GET /v1/approvals``), and the policy that holds it, with its form."""
     return {
         "approvals": approvals.list_pending(uow, caller).items,
         "policy": approvals.get_policy(uow, caller).approval,
+        "kinds": KINDS,
+        "priorities": PRIORITIES,
     }

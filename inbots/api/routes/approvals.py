@@ -1,4 +1,4 @@
-"""The approval gate (operator only): the workspace's policy and the queue of held messages."""
+"""The approval gate (operator only): the workspace's policy and the queue of what it holds."""
 
 from __future__ import annotations
 
@@ -32,23 +32,22 @@ def put_policy(ctx: OperatorCtx, body: PolicyUpdate) -> PolicyRead:
 
 @router.get("/approvals", response_model=ApprovalList)
 def list_approvals(ctx: OperatorCtx) -> ApprovalList:
-    """The held messages waiting for a decision, oldest first."""
+    """What waits for a decision, oldest first: held messages, threads a held sender opened
+    (none of whose messages waits), held briefs."""
     return ctx.run(service.list_pending)
 
 
-@router.post("/approvals/{message_id}/approve", response_model=ApprovalDecision)
-def approve(
-    ctx: OperatorCtx, message_id: str, body: DecisionRequest | None = None
-) -> ApprovalDecision:
-    """Approve a held message, with an optional reason (answered back, not stored): its
-    recipients get it now, as if it had just been sent."""
-    return ctx.run(service.approve, message_id, body)
+@router.post("/approvals/{ident}/approve", response_model=ApprovalDecision)
+def approve(ctx: OperatorCtx, ident: str, body: DecisionRequest | None = None) -> ApprovalDecision:
+    """Approve what waits, by its item's ``id``, with an optional reason (answered back, not
+    stored): a message's recipients get it now, as if it had just been sent; a thread or a
+    brief is seen by the other agents."""
+    return ctx.run(service.approve, ident, body)
 
 
-@router.post("/approvals/{message_id}/reject", response_model=ApprovalDecision)
-def reject(
-    ctx: OperatorCtx, message_id: str, body: DecisionRequest | None = None
-) -> ApprovalDecision:
-    """Reject a held message, with an optional reason: it never reaches its recipients; its
-    sender sees ``rejected`` in its receipts and gets a ``message.rejected`` event."""
-    return ctx.run(service.reject, message_id, body)
+@router.post("/approvals/{ident}/reject", response_model=ApprovalDecision)
+def reject(ctx: OperatorCtx, ident: str, body: DecisionRequest | None = None) -> ApprovalDecision:
+    """Reject what waits, by its item's ``id``, with an optional reason: a message never
+    reaches its recipients (its sender sees ``rejected`` in its receipts and gets a
+    ``message.rejected`` event); a thread stays hidden; a brief is removed."""
+    return ctx.run(service.reject, ident, body)
