@@ -372,7 +372,8 @@ def test_a_polling_sender_is_told_of_a_rejection_in_its_long_poll(api: Api) -> N
 
     started = time.monotonic()
     told = alice.ok("GET", "/inbox/wait", params={"timeout": "10", "events": "receipts"})
-    assert time.monotonic() - started < 2.0, "a rejection waiting ends the wait at once"
+    # At once, not at the 10 s timeout (a loaded CI machine has taken over 2 s for a request).
+    assert time.monotonic() - started < 5.0, "a rejection waiting ends the wait at once"
     receipts = told["receipts"]
     assert sorted(r["recipient"] for r in receipts) == ["bob", "carol"]
     assert {r["delivery_id"] for r in receipts} == {d["id"] for d in sent["deliveries"]}
