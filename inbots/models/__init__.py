@@ -16,6 +16,7 @@ from inbots.models import (  # noqa: F401  (the registry: every table on Base.me
     events,
     heartbeats,
     messages,
+    reservations,
     threads,
     workspaces,
 )
