@@ -746,8 +746,9 @@ async def inbox_paging_and_bodies(api: Api, connect: Connect) -> None:
 
 
 async def direct_send_and_refs(api: Api, connect: Connect) -> None:
-    """send_message with to opens a thread; list_threads finds threads by ref and by words;
-    open_thread with nobody else is refused at once; "*" reaches every agent."""
+    """send_message with to opens a thread (with a ref, the open thread of the same people and
+    ref goes on); list_threads finds threads by ref and by words; open_thread with nobody else is
+    refused at once; "*" reaches every agent."""
     alice, bob = api.agent("alice"), api.agent("bob")
     api.agent("carol")
     async with connect(alice.token) as a, connect(bob.token) as b:
@@ -771,6 +772,15 @@ async def direct_send_and_refs(api: Api, connect: Connect) -> None:
         assert (await b.ok("list_threads", query="ROTATE"))["items"][0]["id"] == thread_id
         assert (await b.ok("list_threads", query="%"))["items"] == []
         assert (await b.ok("list_threads", ref="SEC-1"))["items"] == []
+        # The same people and ref: the task goes on in its open thread, and the answer says so.
+        went_on = await a.call("send_message", to=["bob"], ref="SEC-9", body="Done with staging?")
+        assert went_on.structured_content is not None
+        assert went_on.structured_content["reused_thread"] is True
+        assert went_on.structured_content["message"]["thread_id"] == thread_id
+        assert "the open thread of these people with this ref" in text_of(went_on)
+        assert "reused_thread" not in sent and "the open thread" not in text_of(
+            await a.call("send_message", to=["bob", "carol"], ref="SEC-9", body="More people")
+        )
 
         code, text = await a.error("open_thread", title="Alone", participants=[])
         assert code == "validation_error" and "at least one agent other than you" in text
@@ -787,7 +797,7 @@ async def direct_send_and_refs(api: Api, connect: Connect) -> None:
             "send_message", to=["bob"], body="once", idempotency_key="once-1", ref="R-1"
         )
         assert repeat["duplicate"] is True and repeat["message"] == again["message"]
-    assert len(bob.ok("GET", "/threads")["items"]) == 4
+    assert len(bob.ok("GET", "/threads")["items"]) == 5  # SEC-9 twice (bob and carol), ALL, *, R-1
 
 
 async def sender_sees_receipts(api: Api, connect: Connect, listening: Callable[[], bool]) -> None:

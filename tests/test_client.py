@@ -821,6 +821,9 @@ def test_send_to_usernames_opens_a_thread(ops: Client, agent: NewAgent) -> None:
         idempotency_key="rel-3",
     )
     assert again.duplicate and again.message.id == sent.message.id
+    assert not sent.reused_thread
+    went_on = sender.send(to=["reader"], body="Shipped", ref="REL-3")
+    assert went_on.reused_thread and went_on.message.thread_id == sent.message.thread_id
     with pytest.raises(Conflict) as reused:
         sender.send(to=["reader"], body="Other", idempotency_key="rel-3")
     assert reused.value.code == "idempotency_key_reused"

@@ -326,3 +326,49 @@ def test_racing_direct_sends_with_one_key_open_exactly_one_thread(api: Api) -> N
     assert len({a.json()["message"]["id"] for a in answers}) == 1
     assert len(thread_ids(alice)) == 1
     assert bob.inbox()["waiting"] == 1
+
+
+# --- one thread per task: a send with to and ref goes on in the open thread of the same people
+
+
+def test_a_send_with_to_and_ref_goes_on_in_the_open_thread_of_the_same_people(api: Api) -> None:
+    """Issue 25: every send with to opened a thread, so a task's threads piled up."""
+    alice, bob = api.agent("alice"), api.agent("bob")
+    first = alice.ok("POST", "/messages", 201, json={"to": ["bob"], "body": "step 1", "ref": "T-7"})
+    assert "reused_thread" not in first  # it opened the thread: the answer is as before
+    thread = first["message"]["thread_id"]
+    again = alice.ok("POST", "/messages", 201, json={"to": ["bob"], "body": "step 2", "ref": "T-7"})
+    assert again["reused_thread"] is True
+    assert again["message"]["thread_id"] == thread
+    assert [d["recipient"] for d in again["deliveries"]] == ["bob"]
+    # The other way round too: the same two people, the same ref.
+    answer = bob.ok("POST", "/messages", 201, json={"to": ["alice"], "body": "done", "ref": "T-7"})
+    assert (answer["message"]["thread_id"], answer["reused_thread"]) == (thread, True)
+    history = alice.ok("GET", f"/threads/{thread}/messages")["items"]
+    assert [m["body"] for m in history] == ["step 1", "step 2", "done"]
+    assert thread_ids(alice) == [thread] and bob.inbox()["waiting"] == 2
+
+
+def test_a_send_opens_a_new_thread_unless_ref_and_people_match_an_open_one(api: Api) -> None:
+    alice, bob = api.agent("alice"), api.agent("bob")
+    api.agent("carol")
+    opened = direct(alice, to=["bob"], body="start", ref="T-8").json()["message"]["thread_id"]
+    news = [
+        direct(alice, to=["bob"], body="no ref"),  # without a ref: a new thread, as before
+        direct(alice, to=["bob"], body="other task", ref="T-9"),
+        direct(alice, to=["bob", "carol"], body="one more person", ref="T-8"),
+        direct(bob, to=["carol"], body="other people", ref="T-8"),
+    ]
+    for response in news:
+        assert response.status_code == 201, response.text
+        assert "reused_thread" not in response.json()
+        assert response.json()["message"]["thread_id"] != opened
+    # A participant added later makes it another set of people.
+    alice.ok("POST", f"/threads/{opened}/participants", json={"username": "carol"})
+    later = direct(alice, to=["bob"], body="after carol joined", ref="T-8").json()
+    assert "reused_thread" not in later and later["message"]["thread_id"] != opened
+    # A closed thread takes no mail: the next send opens another.
+    alone = later["message"]["thread_id"]
+    api.ok("POST", f"/threads/{alone}/close")
+    after_close = direct(alice, to=["bob"], body="after the close", ref="T-8").json()
+    assert "reused_thread" not in after_close and after_close["message"]["thread_id"] != alone

@@ -248,6 +248,8 @@ class SendResult(Model):
     deliveries: list[SentDelivery]
     duplicate: bool
     held: bool = False  # the workspace's approval policy holds it for the operator
+    # a send with to and ref went on in the open thread of the same people and ref
+    reused_thread: bool = False
 
 
 class ReadResult(Model):

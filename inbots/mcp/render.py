@@ -185,9 +185,15 @@ def render_sent(r: Json) -> str:
             "the operator approves it. check_sent shows its state (held, then accepted or "
             f"rejected); do not send it again.{acked}"
         )
+    went_on = (
+        " (the open thread of these people with this ref: a send with to and the same ref goes "
+        "on in it)"
+        if r.get("reused_thread")
+        else ""
+    )
     return (
-        f"Sent {_urgent(m).lower()}{m['kind']} {m['id']} to thread {m['thread_id']}; one "
-        f"delivery each for {to}.{acked}"
+        f"Sent {_urgent(m).lower()}{m['kind']} {m['id']} to thread {m['thread_id']}{went_on}; "
+        f"one delivery each for {to}.{acked}"
     )
 
 

@@ -59,7 +59,8 @@ class NewThread(Request):
     )
     ref: str | None = Field(
         default=None,
-        description="With to: a task reference (ticket id) to find the thread by.",
+        description="With to: a task reference; the open thread of the same people and ref "
+        "goes on.",
         json_schema_extra=bounds(minLength=1, maxLength="thread_ref_max"),
     )
 
@@ -132,6 +133,9 @@ class SendResult(BaseModel):
     )
     # Recipients at a cap, left out of a send to several (absent when none was).
     skipped: list[Skipped] = Field(default_factory=list, exclude_if=lambda value: not value)
+    # A send with to and ref went on in the open thread of the same people and ref, instead of
+    # opening one (absent otherwise).
+    reused_thread: bool = Field(default=False, exclude_if=lambda value: not value)
 
 
 class History(BaseModel):

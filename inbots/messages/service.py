@@ -325,8 +325,10 @@ def send_direct(
     """Open a new thread with the caller and ``to`` (``"*"``: every agent that is not archived,
     other than the caller, at this moment) and post its first message: one transaction, the same
     statements whatever the number of recipients. ``title`` defaults to the summary, or else the
-    body's first line, cut to the title's limit. With an idempotency key, a repeat returns the
-    original (``duplicate``) and opens nothing."""
+    body's first line, cut to the title's limit. With a ``ref``, the open thread of exactly the
+    same people and ref (:func:`~inbots.threads.service.open_with`) goes on instead
+    (``reused_thread``). With an idempotency key, a repeat returns the original
+    (``duplicate``) and opens nothing."""
     s = uow.settings
     key = check_idempotency_key(idempotency_key, uow)
     body, summary, kind = _check_content(uow, caller, request.body, request.summary, request.kind)
@@ -352,16 +354,22 @@ def send_direct(
         return _replay(uow, original, fingerprint)
     members = threads.recipients_of(uow, caller, to, "to")
     recipients = members
+    # With a ref, the open thread of the same people and ref goes on: one thread per task.
+    reused = threads.open_with(uow, caller, ref, members) if ref is not None else None
+    if reused is not None:
+        thread = reused
     if key is None:
-        thread = threads.create(uow, caller, title, None, ref, members)
+        if reused is None:
+            thread = threads.create(uow, caller, title, None, ref, members)
         message = _message(uow, caller, thread, body, summary, kind, priority, None, ttl)
         uow.session.add(message)
         uow.session.flush()
-        return _hold_thread_with(thread, _deliver(uow, caller, thread, message, recipients))
+        return _sent_direct(thread, reused, _deliver(uow, caller, thread, message, recipients))
     try:
         # The thread too, inside the savepoint: a repeat that lost the race opens nothing.
         with uow.session.begin_nested():
-            thread = threads.create(uow, caller, title, None, ref, members)
+            if reused is None:
+                thread = threads.create(uow, caller, title, None, ref, members)
             message = _message(uow, caller, thread, body, summary, kind, priority, None, ttl)
             message.idempotency_key, message.content_hash = key, fingerprint
             uow.session.add(message)
@@ -371,13 +379,17 @@ def send_direct(
         if original is None:
             raise
         return _replay(uow, original, fingerprint)
-    return _hold_thread_with(thread, _deliver(uow, caller, thread, message, recipients))
+    return _sent_direct(thread, reused, _deliver(uow, caller, thread, message, recipients))
 
 
-def _hold_thread_with(thread: Thread, sent: SendResult) -> SendResult:
-    """A held direct send's thread is held with its message: its title (given, or the message's
-    first line) and ref are the sender's and the operator's until the approval."""
-    if sent.held:
+def _sent_direct(thread: Thread, reused: Thread | None, sent: SendResult) -> SendResult:
+    """A direct send's answer says whether it went on in an open thread (``reused_thread``).
+    A held direct send's new thread is held with its message: its title (given, or the
+    message's first line) and ref are the sender's and the operator's until the approval. (A
+    thread it went on in stays as it was: only the message waits.)"""
+    if reused is not None:
+        sent.reused_thread = True
+    elif sent.held:
         thread.approval = HELD
     return sent
 

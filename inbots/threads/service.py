@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from sqlalchemy import Select, and_, insert, or_, select, update
+from sqlalchemy import Select, and_, case, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from inbots.agents import service as agents
@@ -250,6 +250,36 @@ def create(
         ],
     )
     return thread
+
+
+def open_with(uow: UnitOfWork, caller: Caller, ref: str, members: Sequence[Agent]) -> Thread | None:
+    """The open thread a send with ``to`` and ``ref`` goes on in, locked as a post locks its
+    thread: ``ref`` the same, and exactly the caller and ``members`` as participants (no one more
+    or fewer), not held for the operator. The most recently active of several; None when there
+    is none (the send opens a new thread)."""
+    ids = {caller.agent_id, *(m.id for m in members)}
+    same_people = (
+        select(Participant.thread_id)
+        .join(Thread, Thread.id == Participant.thread_id)
+        .where(
+            Thread.workspace_id == caller.workspace_id,
+            Thread.ref == ref,
+            Thread.status == OPEN,
+            Thread.released(),
+        )
+        .group_by(Participant.thread_id)
+        .having(
+            func.count() == len(ids),
+            func.sum(case((Participant.agent_id.in_(ids), 1), else_=0)) == len(ids),
+        )
+    )
+    return uow.session.scalars(
+        select(Thread)
+        .where(Thread.id.in_(same_people))
+        .order_by(Thread.last_activity_at.desc(), Thread.id.desc())
+        .limit(1)
+        .with_for_update()
+    ).first()
 
 
 def open_thread(uow: UnitOfWork, caller: Caller, request: ThreadCreate) -> ThreadRead:
