@@ -3,13 +3,21 @@ the workspace's last live token cannot be revoked. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import httpx
-from sqlalchemy import text
+from sqlalchemy import select, text
 
+from inbots.config import load_settings
 from inbots.db.engine import Database
+from inbots.db.uow import unit_of_work
+from inbots.kit.tokens import OPERATOR_TOKEN_PREFIX, hash_token, mint
+from inbots.models.workspaces import OperatorToken, Workspace
 from tests.helpers import Api, Caller
+from tests.processes import inbots_executable
 
 
 def as_operator(api: Api, token: str) -> Caller:
@@ -93,3 +101,38 @@ def test_tokens_are_stored_only_as_hashes(api: Api, database: Database) -> None:
     dump = " ".join(str(value) for row in rows for value in row)
     assert created["token"] not in dump and created["token"][4:] not in dump
     assert api.token not in dump
+
+
+def test_a_lost_operator_token_is_replaced_from_the_host(tmp_path: Path) -> None:
+    """docs/operations.md, "A lost operator token": with every token of the first workspace
+    lost, INBOTS_OPERATOR_TOKEN and `inbots db upgrade` seed a new one into that workspace."""
+    url = f"sqlite:///{tmp_path / 'lost.db'}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INBOTS_")}
+    env["INBOTS_DATABASE_URL"] = url
+
+    def upgrade(**extra: str) -> str:
+        run = subprocess.run(
+            [inbots_executable(), "db", "upgrade"],
+            env=env | extra,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert run.returncode == 0, run.stderr
+        return run.stdout
+
+    first = upgrade()
+    assert "Operator token (shown once" in first  # printed once, then lost
+    fresh = mint(OPERATOR_TOKEN_PREFIX)
+    again = upgrade(INBOTS_OPERATOR_TOKEN=fresh)
+    assert "Operator token" not in again  # nothing new minted: the given one was seeded
+    db = Database(load_settings(database_url=url))
+    try:
+        with unit_of_work(db) as uow:
+            rows = uow.session.scalars(select(OperatorToken)).all()
+            workspaces = uow.session.scalars(select(Workspace.id)).all()
+    finally:
+        db.dispose()
+    assert len(workspaces) == 1  # the same workspace, not a new one
+    assert len(rows) == 2 and {r.workspace_id for r in rows} == set(workspaces)
+    assert hash_token(fresh) in {r.token_hash for r in rows}
