@@ -23,6 +23,7 @@ from inbots.api.routes import (
     keys,
     limits,
     metrics,
+    reservations,
     search,
     stats,
     threads,
@@ -90,6 +91,7 @@ def create_app(
         stats,
         limits,
         tokens,
+        reservations,
         approvals,
     ):
         v1.include_router(module.router)

@@ -39,6 +39,7 @@ ALERTS = [
     "approval.requested",
     "queue.backlog",
     "workers.down",
+    "reservation.conflict",
 ]
 RULES = Path(__file__).resolve().parents[1] / "docs" / "alerts" / "inbots.rules.yml"
 # A delivery stalls after a second; the sweep runs every 0.3 s; three failures make a streak;

@@ -34,6 +34,7 @@ AGENT_WEBHOOK_FAILING = "agent.webhook_failing"
 APPROVAL_REQUESTED = "approval.requested"
 QUEUE_BACKLOG = "queue.backlog"
 WORKERS_DOWN = "workers.down"
+RESERVATION_CONFLICT = "reservation.conflict"  # a reservation refused (inbots.reservations)
 ALERT_TYPES = (
     DELIVERY_STALLED,
     DELIVERY_FAILED,
@@ -41,6 +42,7 @@ ALERT_TYPES = (
     APPROVAL_REQUESTED,
     QUEUE_BACKLOG,
     WORKERS_DOWN,
+    RESERVATION_CONFLICT,
 )
 _KNOWN = (*EVENT_TYPES, *ALERT_TYPES)
 

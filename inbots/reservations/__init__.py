@@ -1,0 +1,1 @@
+"""Reservations: advisory leases on repository paths (coordination.md §1)."""
