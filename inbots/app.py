@@ -15,6 +15,7 @@ from inbots.api.routes import (
     agents,
     alerts,
     approvals,
+    attachments,
     deliveries,
     enrollments,
     events,
@@ -93,6 +94,7 @@ def create_app(
         tokens,
         reservations,
         approvals,
+        attachments,
     ):
         v1.include_router(module.router)
     app.include_router(v1)
@@ -110,6 +112,9 @@ def create_app(
         head=HeadLimits.of(settings),
         jsonrpc_paths=(MCP_PATH,),
         html_page=dashboard.too_large_page,
+        # The sends (and /mcp, whose send_message takes them too) may carry attachments.
+        send_paths=("/v1/messages", "/v1/threads/[^/]+/messages", MCP_PATH),
+        send_max_bytes=settings.send_body_max_bytes,
     )
     return app
 

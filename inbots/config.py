@@ -93,6 +93,11 @@ class Settings(BaseSettings):
     idempotency_key_max: int = Field(default=128, ge=1)
     ack_batch_max: int = Field(default=100, ge=1)
     request_body_max_bytes: int = Field(default=64 * 1024, ge=1024)
+    # Attachments of one message (decoded bytes). A send's body may be larger than
+    # request_body_max_bytes by what its attachments take in base64 (send_body_max_bytes).
+    attachments_max: int = Field(default=5, ge=0)
+    attachment_bytes: int = Field(default=1024 * 1024, ge=1)
+    attachments_total_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
     http_header_max_bytes: int = Field(default=32 * 1024, ge=4096)
     # The request line and headers must arrive within this (a slow-header attack holds a
     # connection open by dribbling them): then 408 and the connection closes.
@@ -350,6 +355,16 @@ class Settings(BaseSettings):
         """How long an in-flight slot of a URL lasts unless released: a worker killed mid-attempt
         gives its slots back this long after it took them, whatever the traffic."""
         return self.webhook_timeout_seconds + LEASE_MARGIN_SECONDS
+
+    @property
+    def send_body_max_bytes(self) -> int:
+        """The body cap of the send routes (``POST /v1/messages``, ``POST
+        /v1/threads/{id}/messages``, ``POST /mcp``): the usual cap, plus the base64 of as many
+        attachments of the largest size as a message may carry, and 2 KiB each for its name and
+        type. (Larger than ``attachments_total_bytes`` allows, so that a send over that total
+        gets its answer naming the attachment that crossed it.)"""
+        most = self.attachments_max * self.attachment_bytes
+        return self.request_body_max_bytes + 4 * -(-most // 3) + 2048 * self.attachments_max
 
     @property
     def embedded(self) -> bool:

@@ -42,6 +42,9 @@ class Limits(Model):
     idempotency_key_max: int
     ack_batch_max: int
     request_body_max_bytes: int
+    attachments_max: int  # attachments of one message
+    attachment_bytes: int  # one attachment, decoded
+    attachments_total_bytes: int  # all of one message's, decoded
     list_default: int
     list_max: int
     check_inbox_default: int

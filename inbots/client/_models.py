@@ -192,6 +192,16 @@ class Receipt(Model):
 # Messages and threads
 
 
+class Attachment(Model):
+    """A file a message carries (its bytes: ``Client.attachment(id)``)."""
+
+    id: str
+    name: str
+    content_type: str
+    bytes: int
+    sha256: str
+
+
 class Message(Model):
     """A message with its full body."""
 
@@ -206,6 +216,7 @@ class Message(Model):
     created_at: Timestamp
     ttl_seconds: int | None = None  # expiry, when the sender set one
     expires_at: Timestamp | None = None
+    attachments: list[Attachment] = []  # absent when it carries none
     receipts: list[Receipt] | None = None  # the sender's own messages
 
 
@@ -280,6 +291,7 @@ class InboxItem(Model):
     sent_at: Timestamp
     state: str
     body: str | None = None  # include=body, or filled in by messages()
+    attachments: list[Attachment] = []  # with the body, when the message carries any
 
 
 class Inbox(Model):
@@ -346,6 +358,9 @@ class Limits(Model):
     idempotency_key_max: int
     ack_batch_max: int
     request_body_max_bytes: int
+    attachments_max: int = 5
+    attachment_bytes: int = 1024 * 1024
+    attachments_total_bytes: int = 4 * 1024 * 1024
     list_default: int
     list_max: int
     check_inbox_default: int

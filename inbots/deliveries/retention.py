@@ -7,9 +7,9 @@ transaction, each batch claimed (``FOR UPDATE SKIP LOCKED`` on PostgreSQL) and d
 short transaction, so no lock is held for long and two sweeps never fight over a batch.
 
 Everything is deleted with plain SQL ``DELETE`` statements, children before parents (attempts,
-events, deliveries, messages, participants, threads): row triggers on those tables (a search
-index kept by triggers on ``messages``) fire for every row, so what they maintain follows. The
-caps count deliveries, so they follow too (nothing to adjust).
+events, deliveries, attachments, messages, participants, threads): row triggers on those tables
+(a search index kept by triggers on ``messages``) fire for every row, so what they maintain
+follows. The caps count deliveries, so they follow too (nothing to adjust).
 
 The operator's alerts (events about no thread, :mod:`inbots.alerts`) go by their own age: those
 raised before the cutoff are deleted with their attempts, in batches of the same size.
@@ -34,6 +34,7 @@ from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
 from inbots.deliveries import tallies
 from inbots.kit.clock import utcnow
+from inbots.models.attachments import Attachment
 from inbots.models.deliveries import Delivery, DeliveryAttempt
 from inbots.models.events import Event
 from inbots.models.messages import Message
@@ -143,6 +144,8 @@ def _delete_batch(session: Session, ids: list[str]) -> PurgeReport:
     ).all()
     tallies.purged(session, [(workspace_id, n) for workspace_id, n in acknowledged])
     deliveries = gone(delete(Delivery).where(Delivery.thread_id.in_(ids)))
+    message_ids = select(Message.id).where(Message.thread_id.in_(ids))
+    gone(delete(Attachment).where(Attachment.message_id.in_(message_ids)))  # their bytes too
     messages = gone(delete(Message).where(Message.thread_id.in_(ids)))
     gone(delete(Participant).where(Participant.thread_id.in_(ids)))
     threads = gone(delete(Thread).where(Thread.id.in_(ids)))

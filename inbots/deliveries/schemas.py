@@ -4,6 +4,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from inbots.attachments.schemas import AttachmentRead
 from inbots.kit.schema import Model, Request, Timestamp, choice
 from inbots.limits import bounds
 
@@ -75,6 +76,10 @@ class InboxItem(Model):
     state: str
     # Only in a page asked for with bodies (include=body); absent, not null, otherwise.
     body: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    # With the body: the message's attachments (metadata), absent when it has none.
+    attachments: list[AttachmentRead] = Field(
+        default_factory=list, exclude_if=lambda value: not value
+    )
 
 
 class Inbox(BaseModel):

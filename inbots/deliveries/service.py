@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 from sqlalchemy import ColumnElement, and_, func, or_, select, update
 
+from inbots.attachments import service as attachments
 from inbots.caller import Caller
 from inbots.db.uow import UnitOfWork, mostly_reads, reads
 from inbots.deliveries import tallies
@@ -238,6 +239,8 @@ def inbox(
         opened(uow, deliveries)
     else:
         shown(uow, deliveries)
+    # With the bodies, what each message carries (metadata only, one query).
+    carried = attachments.listed(uow.session, (d.message_id for d in deliveries)) if bodies else {}
     items = [
         InboxItem(
             delivery_id=d.id,
@@ -252,6 +255,7 @@ def inbox(
             sent_at=d.sent_at,
             state=state_of(d),
             body=d.body if bodies else None,
+            attachments=carried.get(d.message_id, []),
         )
         for d in deliveries
     ]

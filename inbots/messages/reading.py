@@ -10,6 +10,7 @@ from datetime import datetime
 from sqlalchemy import exists, or_, select
 
 from inbots.agents import service as agents
+from inbots.attachments import service as attachments
 from inbots.caller import Caller
 from inbots.db.uow import UnitOfWork, mostly_reads, reads
 from inbots.deliveries import receipts
@@ -52,9 +53,18 @@ def to_read(message: Message, sender: str) -> MessageRead:
     )
 
 
+def with_attachments(uow: UnitOfWork, items: Sequence[MessageRead]) -> None:
+    """Fill in what each message carries (metadata only: one query for them all)."""
+    found = attachments.listed(uow.session, (m.id for m in items))
+    for item in items:
+        item.attachments = found.get(item.id, [])
+
+
 def _reads(uow: UnitOfWork, messages: Sequence[Message]) -> list[MessageRead]:
     names = agents.usernames(uow, (m.sender_id for m in messages))
-    return [to_read(m, names.get(m.sender_id, "")) for m in messages]
+    items = [to_read(m, names.get(m.sender_id, "")) for m in messages]
+    with_attachments(uow, items)
+    return items
 
 
 def _parse_since(since: str | None, uow: UnitOfWork) -> tuple[str | None, datetime | None]:
@@ -166,8 +176,10 @@ def read_message(uow: UnitOfWork, caller: Caller, ident: str) -> MessageWithDeli
         deliveries.opened(uow, [delivery])
     sender = agents.usernames(uow, [message.sender_id]).get(message.sender_id, "")
     sent = receipts.receipts_of(uow, [message.id]) if message.sender_id == caller.agent_id else {}
+    read = to_read(message, sender)
+    with_attachments(uow, [read])
     return MessageWithDelivery(
-        message=to_read(message, sender),
+        message=read,
         delivery=deliveries.to_read(delivery, caller.username) if delivery else None,
         receipts=sent.get(message.id),
     )
@@ -246,6 +258,7 @@ def outbox(
     page = list(rows[:count])
     found = receipts.receipts_of(uow, [m.id for m in page])
     items = [OutboxItem(message=to_read(m, caller.username), receipts=found[m.id]) for m in page]
+    with_attachments(uow, [item.message for item in items])
     next_cursor = LAST_ID.encode(page[-1].id) if len(rows) > count else None
     return Outbox(items=items, next_cursor=next_cursor)
 
@@ -264,9 +277,11 @@ def messages_with_receipts(uow: UnitOfWork, thread: Thread) -> list[MessageWithR
     names = agents.usernames(
         uow, [m.sender_id for m in messages] + [d.recipient_id for d in receipts]
     )
+    carried = attachments.listed(uow.session, (m.id for m in messages))
     return [
         MessageWithReceipts(
             **to_read(m, names.get(m.sender_id, "")).model_dump(),
+            attachments=carried.get(m.id, []),
             deliveries=[
                 deliveries.to_read(d, names.get(d.recipient_id, ""))
                 for d in by_message.get(m.id, [])

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
+from inbots.attachments.schemas import AttachmentCreate, AttachmentRead
 from inbots.deliveries.schemas import OUTCOMES, DeliveryRead, Receipt, ReplyAcknowledged
 from inbots.errors import IDEMPOTENCY_KEY, Invalid, Pointing
 from inbots.kit.schema import Model, Request, Timestamp, choice
@@ -46,6 +47,11 @@ class MessageCreate(Request):
         default=None,
         description="Seconds until unacknowledged copies expire.",
         json_schema_extra=bounds(minimum="ttl_min_seconds", maximum="ttl_max_seconds"),
+    )
+    attachments: list[AttachmentCreate] | None = Field(
+        default=None,
+        description="Files, data in base64: {attachment_bytes:,} bytes each at most.",
+        json_schema_extra=bounds(maxItems="attachments_max"),
     )
 
 
@@ -102,6 +108,10 @@ class MessageRead(Model, ForTheSender):
     created_at: Timestamp
     ttl_seconds: int | None = None
     expires_at: Timestamp | None = None
+    # What it carries (metadata; the bytes at GET /v1/attachments/{id}); absent when none.
+    attachments: list[AttachmentRead] = Field(
+        default_factory=list, exclude_if=lambda value: not value
+    )
     # In the thread history, to the message's sender only: each recipient's receipt.
     receipts: list[Receipt] | None = None
 

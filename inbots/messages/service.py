@@ -17,6 +17,8 @@ from sqlalchemy.exc import IntegrityError
 
 from inbots.agents import service as agents
 from inbots.approvals import service as approvals
+from inbots.attachments import service as attachments
+from inbots.attachments.service import Checked
 from inbots.caller import Caller
 from inbots.db.uow import UnitOfWork
 from inbots.deliveries import service as deliveries
@@ -37,7 +39,7 @@ from inbots.kit.clock import utcnow
 from inbots.kit.ids import new_id
 from inbots.kit.text import shown_summary
 from inbots.messages import governance
-from inbots.messages.reading import to_read
+from inbots.messages.reading import to_read, with_attachments
 from inbots.messages.schemas import (
     DeliveryBrief,
     DirectMessageCreate,
@@ -168,18 +170,24 @@ Part = str | list[str] | None
 
 
 def _fingerprint(
-    *parts: Part, priority: str = NORMAL, ttl: int | None = None, ack: str | None = None
+    *parts: Part,
+    priority: str = NORMAL,
+    ttl: int | None = None,
+    ack: str | None = None,
+    carried: Sequence[Checked] = (),
 ) -> str:
     """What one send's content hashes to, for its idempotency key. A normal message without a
     ttl or an acknowledgement hashes as it did before priorities, expiry and reply-and-ack
     existed, so keys stored then still match their repeats."""
-    values: list[Part | dict[str, int | str]] = (
+    values: list[Part | dict[str, int | str | list[str]]] = (
         [*parts] if priority == NORMAL else [*parts, priority]
     )
     if ttl is not None:
         values.append({"ttl_seconds": ttl})
     if ack is not None:
         values.append({"acknowledge": ack})
+    if carried:  # names, types and SHA-256 of the attachments, in order
+        values.append({"attachments": attachments.fingerprint_of(carried)})
     canonical = json.dumps(values, ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -215,8 +223,10 @@ def _replay(
         ).first()
         if found is not None:
             acked = ReplyAcknowledged(delivery_id=found.id, outcome=found.outcome)
+    read = to_read(original, sender)
+    with_attachments(uow, [read])
     return SendResult(
-        message=to_read(original, sender),
+        message=read,
         deliveries=[DeliveryBrief(id=d.id, recipient=name, state=state_of(d)) for d, name in rows],
         duplicate=True,
         held=original.approval == HELD,
@@ -260,8 +270,17 @@ def send_message(
     priority = _check_priority(request.priority)
     ttl = _check_ttl(uow, request.ttl_seconds)
     ack = _check_acknowledge(request.acknowledge, reply_to)
+    carried = attachments.check(uow.settings, request.attachments)
     fingerprint = _fingerprint(
-        thread.id, body, summary, kind, reply_to, priority=priority, ttl=ttl, ack=ack
+        thread.id,
+        body,
+        summary,
+        kind,
+        reply_to,
+        priority=priority,
+        ttl=ttl,
+        ack=ack,
+        carried=carried,
     )
     if key is not None and (original := _by_key(uow, caller.agent_id, key)) is not None:
         return _replay(uow, original, fingerprint, ack)
@@ -310,7 +329,7 @@ def send_message(
             if original is None:
                 raise
             return _replay(uow, original, fingerprint, ack)
-    sent = _deliver(uow, caller, thread, message, recipients)
+    sent = _deliver(uow, caller, thread, message, recipients, carried)
     # Last, in the same transaction: a refused send (a cap, the rate limit) acknowledges nothing.
     sent.acknowledged = _acknowledged(uow, caller, message, ack, sent.held)
     return sent
@@ -347,8 +366,18 @@ def send_direct(
         title, _ = threads.check_title(request.title, None, uow)
     ref = threads.check_ref(request.ref, uow)
     to = request.to
+    carried = attachments.check(s, request.attachments)
     fingerprint = _fingerprint(
-        "to", sorted(set(to)), title, ref, body, summary, kind, priority=priority, ttl=ttl
+        "to",
+        sorted(set(to)),
+        title,
+        ref,
+        body,
+        summary,
+        kind,
+        priority=priority,
+        ttl=ttl,
+        carried=carried,
     )
     if key is not None and (original := _by_key(uow, caller.agent_id, key)) is not None:
         return _replay(uow, original, fingerprint)
@@ -364,7 +393,9 @@ def send_direct(
         message = _message(uow, caller, thread, body, summary, kind, priority, None, ttl)
         uow.session.add(message)
         uow.session.flush()
-        return _sent_direct(thread, reused, _deliver(uow, caller, thread, message, recipients))
+        return _sent_direct(
+            thread, reused, _deliver(uow, caller, thread, message, recipients, carried)
+        )
     try:
         # The thread too, inside the savepoint: a repeat that lost the race opens nothing.
         with uow.session.begin_nested():
@@ -379,7 +410,7 @@ def send_direct(
         if original is None:
             raise
         return _replay(uow, original, fingerprint)
-    return _sent_direct(thread, reused, _deliver(uow, caller, thread, message, recipients))
+    return _sent_direct(thread, reused, _deliver(uow, caller, thread, message, recipients, carried))
 
 
 def _sent_direct(thread: Thread, reused: Thread | None, sent: SendResult) -> SendResult:
@@ -441,11 +472,14 @@ def _deliver(
     thread: Thread,
     message: Message,
     recipients: Sequence[Recipient],
+    carried: Sequence[Checked] = (),
 ) -> SendResult:
-    """One delivery per recipient, for a message just stored: one statement however many. Then
-    the caps and the rate limit are checked (a refusal rolls the whole send back, so nothing is
-    stored): last, so that the rows they lock are held for as short a time as possible."""
+    """One delivery per recipient, for a message just stored (and its attachments, here): one
+    statement however many. Then the caps and the rate limit are checked (a refusal rolls the
+    whole send back, so nothing is stored): last, so that the rows they lock are held for as
+    short a time as possible."""
     now = message.created_at
+    stored = attachments.store(uow.session, caller.workspace_id, message.id, carried)
     # The workspace's approval policy may hold it: its deliveries are then stored held (stamped,
     # never published, nobody woken) until the operator approves (inbots.approvals).
     held = approvals.holds(uow, caller, message.kind, message.priority, thread)
@@ -501,8 +535,10 @@ def _deliver(
     else:
         uow.wake(recipient_ids)
         uow.enqueue(*jobs)
+    read = to_read(message, caller.username)
+    read.attachments = stored
     return SendResult(
-        message=to_read(message, caller.username),
+        message=read,
         deliveries=[
             DeliveryBrief(id=row["id"], recipient=r.username, state="held" if held else "accepted")
             for row, r in zip(rows, recipients, strict=True)

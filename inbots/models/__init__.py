@@ -10,6 +10,7 @@ from inbots.models import (  # noqa: F401  (the registry: every table on Base.me
     agents,
     alerts,
     approvals,
+    attachments,
     auth,
     deliveries,
     enrollments,

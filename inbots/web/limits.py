@@ -8,6 +8,7 @@ held in memory; this check gives the same answer behind any other ASGI server.""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -132,9 +133,17 @@ class BodyLimit:
         head: HeadLimits | None = None,
         jsonrpc_paths: tuple[str, ...] = (),
         html_page: HtmlPage | None = None,
+        send_paths: tuple[str, ...] = (),
+        send_max_bytes: int = 0,
     ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        # POSTs whose body may carry attachments (the sends, and /mcp's send_message): a larger
+        # cap, still enforced before the body is read whole. Patterns of whole paths.
+        self.send_paths = (
+            re.compile("|".join(f"(?:{p})" for p in send_paths)) if send_paths else None
+        )
+        self.send_max_bytes = max(send_max_bytes, max_bytes)
         self.head = head
         self.jsonrpc_paths = frozenset(jsonrpc_paths)
         self.html_page = html_page
@@ -153,14 +162,15 @@ class BodyLimit:
                 scope, send, 422, "validation_error", "The URL must not contain NUL characters."
             )
             return
+        max_bytes = self._max_bytes_of(scope)
         for name, value in scope.get("headers", []):
             if name == b"content-length":
                 try:
                     declared = int(value)
                 except ValueError:
                     declared = 0
-                if declared > self.max_bytes:
-                    await self._too_large(scope, send)
+                if declared > max_bytes:
+                    await self._too_large(scope, send, max_bytes)
                     return
         seen = 0
         started = False
@@ -170,8 +180,8 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise BodyTooLarge(self.max_bytes)
+                if seen > max_bytes:
+                    raise BodyTooLarge(max_bytes)
             return message
 
         async def tracking_send(message: Message) -> None:
@@ -184,10 +194,16 @@ class BodyLimit:
             await self.app(scope, limited_receive, tracking_send)
         except BodyTooLarge:
             if not started:
-                await self._too_large(scope, send)
+                await self._too_large(scope, send, max_bytes)
 
-    async def _too_large(self, scope: Scope, send: Send) -> None:
-        error = PayloadTooLarge(f"The request body is larger than {self.max_bytes} bytes.")
+    def _max_bytes_of(self, scope: Scope) -> int:
+        sends = self.send_paths
+        if sends is not None and scope.get("method") == "POST" and sends.fullmatch(scope["path"]):
+            return self.send_max_bytes
+        return self.max_bytes
+
+    async def _too_large(self, scope: Scope, send: Send, max_bytes: int) -> None:
+        error = PayloadTooLarge(f"The request body is larger than {max_bytes} bytes.")
         if self.html_page is not None and _from_a_browser(scope):
             page = await self.html_page(Request(scope), error.message)
             await page(scope, _no_body, send)
