@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select, update
 
+from inbots.client import Client, NotFound
 from inbots.config import Settings
 from inbots.db.engine import Database
 from inbots.db.uow import unit_of_work
@@ -321,3 +322,20 @@ def test_retention_deletes_attachments_with_their_messages(
         left = uow.session.scalars(select(Attachment.id)).all()
     assert left == [stays["message"]["attachments"][0]["id"]]
     assert bob.get(f"/attachments/{left[0]}").content == b"new"
+
+
+# --- the Python client -------------------------------------------------------------------------
+
+
+def test_the_client_sends_bytes_and_reads_them_back(api: Api) -> None:
+    alice, bob, thread = pair(api)
+    blob = os.urandom(2000)
+    with Client(api.base_url, alice.token) as sender, Client(api.base_url, bob.token) as reader:
+        files = [{"name": "r.bin", "content_type": "application/octet-stream", "data": blob}]
+        sent = sender.send(thread, "bytes", attachments=files)
+        (listed,) = sent.message.attachments
+        assert (listed.bytes, listed.sha256) == (len(blob), hashlib.sha256(blob).hexdigest())
+        assert reader.attachment(listed.id) == blob
+        assert reader.read(sent.message.id).message.attachments == [listed]
+        with pytest.raises(NotFound):
+            reader.attachment("att_unknown")

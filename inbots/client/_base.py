@@ -47,6 +47,7 @@ class Call(Generic[T]):
     json: Any = None
     headers: Mapping[str, str] = field(default_factory=dict)
     wait: float | None = None  # a long-poll of up to this many seconds
+    raw: bool = False  # the answer is bytes (an attachment), given to ``parse`` as they came
 
 
 @functools.cache
@@ -155,6 +156,8 @@ class ClientConfig:
         """The call's result from the server's answer; the error it stands for otherwise."""
         if not response.is_success:
             raise error_for(response, self.server)
+        if call.raw:
+            return call.parse(response.content)
         try:
             decoded = response.json() if response.content else None
             return call.parse(decoded)

@@ -4,7 +4,8 @@ their paths and field names are, once."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import base64
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from inbots.client._base import (
@@ -148,6 +149,8 @@ def send(
 ) -> Call[SendResult]:
     headers = idempotency_headers(idempotency_key)
     fields = body(body=text, summary=summary, kind=kind, reply_to=reply_to, priority=priority)
+    if extra.get("attachments") is not None:
+        extra = {**extra, "attachments": [_attachment(a) for a in extra["attachments"]]}
     if to is not None:
         if thread_id is not None:
             raise TypeError("send() takes a thread_id or to=[usernames], not both")
@@ -159,6 +162,19 @@ def send(
         raise TypeError("title and ref open a new thread: pass them with to=[usernames]")
     path = f"/threads/{segment(thread_id, 'thread')}/messages"
     return Call("POST", path, SendResult.model_validate, json={**fields, **extra}, headers=headers)
+
+
+def _attachment(given: Mapping[str, Any]) -> dict[str, Any]:
+    """An attachment of a send: ``data`` given as bytes goes as base64 (a str as it is)."""
+    data = given.get("data")
+    if isinstance(data, bytes | bytearray | memoryview):
+        return {**given, "data": base64.b64encode(bytes(data)).decode("ascii")}
+    return dict(given)
+
+
+def attachment(attachment_id: str) -> Call[bytes]:
+    path = f"/attachments/{segment(attachment_id, 'attachment')}"
+    return Call("GET", path, bytes, raw=True)
 
 
 def history(

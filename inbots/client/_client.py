@@ -236,7 +236,9 @@ class Client(OperatorCalls):
 
         ``to=[usernames]`` (no thread id) opens a thread with them and posts in one
         call (``title`` defaults to the summary, ``ref`` is a task reference); ``priority`` is
-        ``"normal"`` or ``"urgent"``. Other keyword arguments are sent as body fields as given.
+        ``"normal"`` or ``"urgent"``. Other keyword arguments are sent as body fields as given;
+        ``attachments=[{"name", "content_type", "data"}]`` takes ``data`` as bytes (sent in
+        base64) or as a base64 string.
         """
         if body is None:
             raise TypeError("send() needs a body")
@@ -334,6 +336,11 @@ class Client(OperatorCalls):
         empty after ``timeout`` seconds (the server's default without one; it caps it).
         ``events="receipts"`` also wakes for receipts of mail you sent."""
         return self._send(_calls.wait(timeout, events))
+
+    def attachment(self, attachment_id: str) -> bytes:
+        """An attachment's bytes (``att_…``, as a message lists it in ``attachments``), exactly
+        as sent; stamps nothing."""
+        return self._send(_calls.attachment(attachment_id))
 
     def read(self, id: str, *, ack: Outcome | None = None, note: str | None = None) -> ReadResult:
         """One message with its body, by message or delivery id; marks your delivery fetched.
