@@ -66,11 +66,14 @@ TOOLS = [
     "check_sent",
     "request_close",
     "search_messages",
+    "reserve_paths",
+    "release_paths",
+    "list_reservations",
 ]
 # The default list leaves out the account tools (INBOTS_MCP_TOOLS=all lists them).
 DEFAULT_TOOLS = [name for name in TOOLS if name not in ("list_keys", "list_sessions")]
 TOOL_LIST_MAX = 12_000  # characters of compact JSON: every tool listed
-TOOL_LIST_BUDGET = 10_000  # the default list now: room for the four tools the next issue adds
+TOOL_LIST_BUDGET = 12_000  # the default list (coordination.md §3)
 
 
 @pytest.fixture

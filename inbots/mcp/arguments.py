@@ -22,6 +22,7 @@ from inbots.errors import Invalid
 from inbots.kit.schema import Request, choice
 from inbots.limits import bounds
 from inbots.messages.schemas import DirectMessageCreate, MessageCreate, NewThread
+from inbots.reservations.schemas import ReservationCreate
 from inbots.search.schemas import SearchQuery
 from inbots.threads.schemas import ParticipantAdd, ThreadCreate
 
@@ -217,3 +218,17 @@ class MarkWorkingArguments(WorkingRequest, Arguments):
         description="dlv_ or msg_ ids.",
         json_schema_extra=bounds(minItems=1, maxItems="ack_batch_max"),
     )
+
+
+class ReservePathsArguments(ReservationCreate, Arguments):
+    pass
+
+
+class ReleasePathsArguments(Arguments):
+    reservation_id: str | None = Field(default=None, description="rsv_; none: all yours.")
+
+
+class ListReservationsArguments(Arguments):
+    path: str | None = None
+    active: bool = True
+    cursor: str | None = None

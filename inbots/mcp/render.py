@@ -439,3 +439,42 @@ def render_search(page: Json) -> str:
         lines.append(f"More follow: search_messages again with cursor {page['next_cursor']!r}.")
     lines.append("read_message with a message id gives its full body.")
     return "\n".join(lines)
+
+
+# Reservations.
+
+
+def _reservation(r: Json) -> str:
+    kind = "" if r["exclusive"] else " (shared)"
+    why = f" — {r['reason']}" if r.get("reason") else ""
+    ended = f", released {r['released_at']}" if r.get("released_at") else ""
+    return (
+        f"{r['id']} {r['agent']}{kind}: {', '.join(r['paths'])} until {r['expires_at']}{ended}{why}"
+    )
+
+
+def render_reserved(a: Json) -> str:
+    r = a["reservation"]
+    return (
+        f"Reserved for you until {r['expires_at']}: {', '.join(r['paths'])} ({r['id']}). "
+        "release_paths when done."
+    )
+
+
+def render_released(a: Json) -> str:
+    released = a["released"]
+    if not released:
+        return "Nothing to release: you hold no active reservation."
+    ids = ", ".join(r["id"] for r in released)
+    return f"Released {_plural(len(released), 'reservation')}: {ids}."
+
+
+def render_reservations(page: Json) -> str:
+    items = page["items"]
+    if not items:
+        return "No reservations match."
+    lines = [f"{_plural(len(items), 'reservation')}, newest first:"]
+    lines += [f"- {_reservation(r)}" for r in items]
+    if page.get("next_cursor"):
+        lines.append(f"More: cursor {page['next_cursor']}.")
+    return "\n".join(lines)

@@ -39,6 +39,7 @@ from inbots.mcp.arguments import (
     CheckInboxArguments,
     CheckSentArguments,
     ListAgentsArguments,
+    ListReservationsArguments,
     ListThreadsArguments,
     MarkWorkingArguments,
     NoArguments,
@@ -46,6 +47,8 @@ from inbots.mcp.arguments import (
     ReadBriefArguments,
     ReadMessageArguments,
     ReadThreadArguments,
+    ReleasePathsArguments,
+    ReservePathsArguments,
     SearchMessagesArguments,
     SendMessageArguments,
     SetBriefArguments,
@@ -66,6 +69,9 @@ from inbots.mcp.render import (
     render_message,
     render_opened,
     render_outbox,
+    render_released,
+    render_reservations,
+    render_reserved,
     render_search,
     render_sent,
     render_sessions,
@@ -78,6 +84,8 @@ from inbots.mcp.spec import ToolContext, ToolSpec
 from inbots.messages import reading
 from inbots.messages import service as messages
 from inbots.messages.schemas import History, MessageWithDelivery, Outbox, SendResult
+from inbots.reservations import service as reservations
+from inbots.reservations.schemas import ReleasedList, ReservationPage, ReservationResult
 from inbots.search import service as search
 from inbots.search.schemas import SearchResults
 from inbots.threads import service as threads
@@ -159,6 +167,19 @@ def _read_message(t: ToolContext, a: ReadMessageArguments) -> Awaitable[BaseMode
     if a.acknowledge is None and a.note is None:
         return t.run(reading.read_message, a.id)
     return t.run(reading.read_and_acknowledge, a.id, a.acknowledge, a.note)
+
+
+async def _reserve_paths(t: ToolContext, a: ReservePathsArguments) -> BaseModel:
+    result = await t.run(reservations.reserve, a)
+    if result.conflicts:  # refused after its unit committed the conflict's event
+        raise reservations.ReservationConflict(result.conflicts)
+    return result
+
+
+async def _release_paths(t: ToolContext, a: ReleasePathsArguments) -> BaseModel:
+    if a.reservation_id is None:
+        return await t.run(reservations.release_mine)
+    return ReleasedList(released=[await t.run(reservations.release, a.reservation_id)])
 
 
 def tool_specs() -> list[ToolSpec]:
@@ -394,6 +415,38 @@ def tool_specs() -> list[ToolSpec]:
             result=SearchResults,
             service=lambda t, a: t.run(search.search, a.request(t.page_size(a.limit))),
             render=render_search,
+            read_only=True,
+        ),
+        ToolSpec(
+            name="reserve_paths",
+            description="Reserve paths before editing. A conflict names holder and expiry.",
+            arguments=ReservePathsArguments,
+            result=ReservationResult,
+            service=_reserve_paths,
+            render=render_reserved,
+        ),
+        ToolSpec(
+            name="release_paths",
+            description="Release a reservation of yours by id, or all of yours, when done.",
+            arguments=ReleasePathsArguments,
+            result=ReleasedList,
+            service=_release_paths,
+            render=render_released,
+            idempotent=True,
+        ),
+        ToolSpec(
+            name="list_reservations",
+            description="Who holds which paths until when; path: only those that hold it.",
+            arguments=ListReservationsArguments,
+            result=ReservationPage,
+            service=lambda t, a: t.run(
+                reservations.list_reservations,
+                path=a.path,
+                active=a.active or None,
+                limit=t.page_size(None),
+                cursor=a.cursor,
+            ),
+            render=render_reservations,
             read_only=True,
         ),
     ]

@@ -14,18 +14,10 @@ TTL_DEFAULT = 3_600
 class ReservationCreate(Request):
     """Reserve repository paths: "I am changing these until the reservation expires"."""
 
-    paths: list[str] = Field(
-        description=f"1 to {PATHS_MAX} repository-relative paths or globs ('src/api/app.py', "
-        "'docs/*.md', 'src/api/**' or 'src/api/'); no '..' and no leading '/'."
-    )
-    ttl_seconds: int | None = Field(
-        default=None,
-        description=f"How long it holds, {TTL_MIN} to {TTL_MAX} seconds (default {TTL_DEFAULT}).",
-    )
-    exclusive: bool = Field(
-        default=True, description="false: shared (only exclusive reservations conflict with it)."
-    )
-    reason: str | None = Field(default=None, description="What you are doing, for the others.")
+    paths: list[str] = Field(description="Paths or globs: a/b.py, docs/*.md, src/**")
+    ttl_seconds: int | None = Field(default=None, description=f"{TTL_MIN}-{TTL_MAX}")
+    exclusive: bool = True
+    reason: str | None = None
 
 
 class ReservationRenew(Request):
