@@ -25,6 +25,7 @@ from inbots.client._models import (
     Page,
     Policy,
     RegisteredAgent,
+    Reservation,
     Session,
     Stats,
     Thread,
@@ -243,3 +244,22 @@ class AsyncOperatorCalls:
         that others read, are held for the operator. ``ValidationError`` names an unknown
         value's field."""
         return await self._send(_calls.set_policy(kinds, priorities, senders))
+
+    async def reservations(
+        self,
+        *,
+        agent: str | None = None,
+        path: str | None = None,
+        active: bool | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[Reservation]:
+        """The workspace's reservations, newest first: by holder, those that would conflict
+        with ``path``, active (True) or ended (False)."""
+        return await self._send(_calls.reservations(agent, path, active, limit, cursor))
+
+    async def release_reservation(
+        self, reservation_id: str, *, reason: str | None = None
+    ) -> Reservation:
+        """Operator: release any agent's reservation; ``reason`` is recorded."""
+        return await self._send(_calls.release_reservation(reservation_id, reason))

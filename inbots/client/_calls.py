@@ -40,6 +40,7 @@ from inbots.client._models import (
     Policy,
     ReadResult,
     RegisteredAgent,
+    Reservation,
     SearchHit,
     SendResult,
     Session,
@@ -474,3 +475,15 @@ def set_policy(
 ) -> Call[Policy]:
     rules = {"kinds": list(kinds), "priorities": list(priorities), "senders": list(senders)}
     return Call("PUT", "/policy", Policy.model_validate, json={"approval": rules})
+
+
+def reservations(
+    agent: str | None, path: str | None, active: bool | None, limit: int | None, cursor: str | None
+) -> Call[Page[Reservation]]:
+    params = query(agent=agent, path=path, active=active, limit=limit, cursor=cursor)
+    return Call("GET", "/reservations", Page[Reservation].model_validate, params)
+
+
+def release_reservation(reservation_id: str, reason: str | None) -> Call[Reservation]:
+    path = f"/reservations/{segment(reservation_id, 'reservation')}"
+    return Call("DELETE", path, Reservation.model_validate, query(reason=reason))

@@ -562,3 +562,17 @@ class NewEnrollment(Model):
     uses: int
     expires_at: Timestamp
     label: str | None
+
+
+class Reservation(Model):
+    """An advisory lease on repository paths (``/v1/reservations``): ``agent`` intends to change
+    ``paths`` until ``expires_at``; active while ``released_at`` is None and it has not expired."""
+
+    id: str
+    agent: str
+    paths: list[str]
+    exclusive: bool
+    reason: str | None
+    created_at: Timestamp
+    expires_at: Timestamp
+    released_at: Timestamp | None

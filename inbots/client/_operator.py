@@ -25,6 +25,7 @@ from inbots.client._models import (
     Page,
     Policy,
     RegisteredAgent,
+    Reservation,
     Session,
     Stats,
     Thread,
@@ -241,3 +242,20 @@ class OperatorCalls:
         that others read, are held for the operator. ``ValidationError`` names an unknown
         value's field."""
         return self._send(_calls.set_policy(kinds, priorities, senders))
+
+    def reservations(
+        self,
+        *,
+        agent: str | None = None,
+        path: str | None = None,
+        active: bool | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[Reservation]:
+        """The workspace's reservations, newest first: by holder, those that would conflict
+        with ``path``, active (True) or ended (False)."""
+        return self._send(_calls.reservations(agent, path, active, limit, cursor))
+
+    def release_reservation(self, reservation_id: str, *, reason: str | None = None) -> Reservation:
+        """Operator: release any agent's reservation; ``reason`` is recorded."""
+        return self._send(_calls.release_reservation(reservation_id, reason))

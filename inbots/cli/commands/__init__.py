@@ -14,6 +14,7 @@ from inbots.cli.commands import (
     enroll,
     events,
     inbox,
+    reservations,
     stats,
     threads,
     tokens,
@@ -31,6 +32,8 @@ def add_operator_commands(app: typer.Typer) -> None:
     app.add_typer(deliveries.app, name="deliveries")
     app.add_typer(events.app, name="events")
     app.add_typer(tokens.app, name="tokens")
+    app.add_typer(reservations.app, name="reservations")
+    app.add_typer(reservations.guard_app, name="guard")
     app.command("enroll")(enroll.enroll_command)
     app.command("post")(threads.post)
     app.command("inbox")(inbox.inbox)
