@@ -59,6 +59,7 @@ TOOLS = [
     "send_message",
     "check_inbox",
     "read_message",
+    "read_attachment",
     "read_thread",
     "acknowledge",
     "mark_working",
@@ -314,7 +315,7 @@ def schema_words(schema: Any) -> set[str]:
 
 def test_tools_are_listed_for_a_model_that_never_saw_inbots(api: Api, connect: Connect) -> None:
     """The default list is small (spec: coordination.md, "Agents at low context cost"): within
-    10,000 characters, so that with the four tools still to come it stays within 12,000; each
+    12,000 characters, the reservation and attachment tools included; each
     description short and saying what the tool is for; no output schema (the answers are the HTTP
     API's JSON, and a client given a schema validates every answer against it)."""
     agent = api.agent("newcomer")
@@ -681,13 +682,16 @@ def test_a_search_text_longer_than_its_schema_says_is_a_clear_tool_error(
         assert bob.ok("GET", path, params={field: "x" * longest})["items"] == []
 
 
+# /mcp takes the send routes' cap (send_message carries attachments); with no attachments
+# allowed, that is INBOTS_REQUEST_BODY_MAX_BYTES (64 KiB).
+@pytest.mark.parametrize("settings_overrides", [{"attachments_max": 0}])
 def test_a_request_over_the_body_limit_is_a_clear_json_rpc_error(
     api: Api, connect: Connect, server: ServerThread
 ) -> None:
-    """A tool call whose request is larger than the body limit (64 KiB by default) is refused
-    before it is read, as over HTTP, but as a JSON-RPC error that names the limit: the official
-    client raises it with that sentence (a bare HTTP 413 reached it only as "Server returned an
-    error response"). Nothing is stored and the session goes on."""
+    """A tool call whose request is larger than the body limit is refused before it is read, as
+    over HTTP, but as a JSON-RPC error that names the limit: the official client raises it with
+    that sentence (a bare HTTP 413 reached it only as "Server returned an error response").
+    Nothing is stored and the session goes on."""
     alice = api.agent("alice")
     api.agent("bob")
     thread = alice.open_thread("Big", ["bob"])

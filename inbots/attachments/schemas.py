@@ -1,17 +1,15 @@
 from __future__ import annotations
 
-from pydantic import Field
-
 from inbots.kit.schema import Model, Request
-from inbots.limits import bounds
 
 NAME_MAX = 255  # characters of an attachment's name (and of its content type)
 
 
 class AttachmentCreate(Request):
-    """A file sent with a message (data: base64)."""
+    # A file sent with a message, data in base64. No docstring: it would be the schema's
+    # description in the MCP tool list, where every character counts (send_message says it).
 
-    name: str = Field(json_schema_extra=bounds(maxLength=NAME_MAX))
+    name: str  # 1 to NAME_MAX characters (checked by the service)
     content_type: str  # a media type: image/png, text/plain, ...
     data: str
 

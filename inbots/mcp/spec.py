@@ -20,7 +20,14 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar, get_origin
 
 import anyio.to_thread
-from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
+from mcp_types import (
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    TextContent,
+    Tool,
+    ToolAnnotations,
+)
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import DataError
 
@@ -78,7 +85,17 @@ class ToolContext:
             raise Invalid("A value in the request cannot be stored.") from None
 
 
-Service = Callable[[ToolContext, Any], Awaitable[BaseModel | Json]]
+@dataclass(frozen=True)
+class Blocks:
+    """An answer that is content of its own (an image, a file) rather than text about a
+    result: these blocks as the tool result's content, ``result`` as its structured content
+    (the tool's ``render`` is not used)."""
+
+    result: BaseModel
+    content: list[TextContent | ImageContent | EmbeddedResource]
+
+
+Service = Callable[[ToolContext, Any], Awaitable[BaseModel | Json | Blocks]]
 
 
 @dataclass(frozen=True)
@@ -153,6 +170,9 @@ class ToolSpec:
     async def call(self, context: ToolContext, raw: dict[str, Any]) -> CallToolResult:
         try:
             answer = await self.service(context, self.parse(raw))
+            if isinstance(answer, Blocks):
+                structured = answer.result.model_dump(mode="json")
+                return CallToolResult(content=list(answer.content), structured_content=structured)
             result = answer.model_dump(mode="json") if isinstance(answer, BaseModel) else answer
             text = self.render(result)
         except InbotsError as exc:

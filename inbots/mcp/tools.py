@@ -29,6 +29,7 @@ from inbots.agents.schemas import (
     KeyList,
     SessionList,
 )
+from inbots.attachments.schemas import AttachmentRead
 from inbots.deliveries import service as deliveries
 from inbots.deliveries import wait
 from inbots.deliveries.schemas import AckResult, Inbox, Waited, WorkingResult
@@ -55,6 +56,7 @@ from inbots.mcp.arguments import (
     ThreadArguments,
     WaitForMailArguments,
 )
+from inbots.mcp.attachments import ReadAttachmentArguments, read_attachment_tool
 from inbots.mcp.render import (
     Json,
     inbox_notice,
@@ -330,6 +332,15 @@ def tool_specs() -> list[ToolSpec]:
             service=_read_message,
             render=render_message,
             idempotent=True,
+        ),
+        ToolSpec(
+            name="read_attachment",
+            description="A file a message lists in attachments (att_ id); images too.",
+            arguments=ReadAttachmentArguments,
+            result=AttachmentRead,
+            service=read_attachment_tool,
+            render=str,  # unused: the answer is the file itself (inbots.mcp.attachments)
+            read_only=True,
         ),
         ToolSpec(
             name="read_thread",

@@ -50,7 +50,7 @@ class MessageCreate(Request):
     )
     attachments: list[AttachmentCreate] | None = Field(
         default=None,
-        description="Files, data in base64: {attachment_bytes:,} bytes each at most.",
+        description="Files; data in base64.",
         json_schema_extra=bounds(maxItems="attachments_max"),
     )
 
