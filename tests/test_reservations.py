@@ -222,3 +222,29 @@ def test_a_refused_request_is_a_reservation_conflict_event(api: Api) -> None:
     reserve(bob, "src/x.py", "README.md", status=409)
     events = api.ok("GET", "/events", params={"type": "reservation.conflict"})["items"]
     assert len(events) == 1
+
+
+def test_retention_deletes_released_and_expired_reservations_past_the_window(
+    api: Api, database: Any, settings: Any
+) -> None:
+    from datetime import timedelta
+
+    from inbots.deliveries.retention import purge
+    from inbots.kit.clock import utcnow
+    from inbots.models.reservations import Reservation
+
+    alice = api.agent("alice")
+    released = reserve(alice, "a/**")["reservation"]
+    alice.ok("DELETE", f"/reservations/{released['id']}")
+    expired = reserve(alice, "b/**")["reservation"]
+    held = reserve(alice, "c/**")["reservation"]
+    with database.session() as session:
+        session.get(Reservation, expired["id"]).expires_at = utcnow() - timedelta(hours=1)
+        session.get(Reservation, held["id"]).expires_at = utcnow() + timedelta(days=10)
+        session.commit()
+    assert purge(database, settings, days=1).reservations == 0  # none ended a day ago
+    later = utcnow() + timedelta(days=2)
+    assert purge(database, settings, days=1, now=later, dry_run=True).reservations == 2
+    assert purge(database, settings, days=1, now=later).reservations == 2
+    left = api.ok("GET", "/reservations")["items"]
+    assert [r["id"] for r in left] == [held["id"]]

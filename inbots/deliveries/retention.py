@@ -12,7 +12,8 @@ events, deliveries, attachments, messages, participants, threads): row triggers 
 follows. The caps count deliveries, so they follow too (nothing to adjust).
 
 The operator's alerts (events about no thread, :mod:`inbots.alerts`) go by their own age: those
-raised before the cutoff are deleted with their attempts, in batches of the same size.
+raised before the cutoff are deleted with their attempts, in batches of the same size. So do
+reservations (:mod:`inbots.reservations`) released or expired before the cutoff, in one statement.
 
 The renotify sweep runs it when ``retention_days`` is set; ``inbots purge`` runs it now (or
 counts what would go, ``--dry-run``).
@@ -38,6 +39,7 @@ from inbots.models.attachments import Attachment
 from inbots.models.deliveries import Delivery, DeliveryAttempt
 from inbots.models.events import Event
 from inbots.models.messages import Message
+from inbots.models.reservations import Reservation
 from inbots.models.threads import CLOSED, Participant, Thread
 
 log = logging.getLogger(__name__)
@@ -53,11 +55,13 @@ class PurgeReport:
     deliveries: int = 0
     events: int = 0
     attempts: int = 0
+    reservations: int = 0  # released or expired before the cutoff
     batches: int = 0
     dry_run: bool = False
 
     def add(self, other: PurgeReport) -> None:
-        for name in ("threads", "messages", "deliveries", "events", "attempts", "batches"):
+        names = ("threads", "messages", "deliveries", "events", "attempts", "reservations")
+        for name in (*names, "batches"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
@@ -72,6 +76,15 @@ def _expired_threads(cutoff: datetime) -> Select[str]:
         .where(Thread.closed_at.is_not(None), Thread.closed_at < cutoff, Thread.status == CLOSED)
         .order_by(Thread.closed_at, Thread.id)
     )
+
+
+def _ended_reservations(cutoff: datetime) -> Any:
+    """Reservations (coordination.md §1) released or expired before the cutoff."""
+    return or_(Reservation.released_at < cutoff, Reservation.expires_at < cutoff)
+
+
+def _count_of(session: Session, where: Any) -> int:
+    return int(session.scalar(select(func.count()).select_from(Reservation).where(where)) or 0)
 
 
 def _expired_alerts(cutoff: datetime) -> Select[str]:
@@ -203,12 +216,16 @@ def purge(
         with unit_of_work(db, readonly=True) as uow:
             counted = _count(uow.session, _expired_threads(cutoff))
             counted.add(_count_alerts(uow.session, cutoff))
+            counted.reservations = _count_of(uow.session, _ended_reservations(cutoff))
         report.add(counted)
         return report
     batch = settings.retention_batch_size
     _in_batches(db, report, _expired_threads(cutoff), Thread, batch, _delete_batch)
     _in_batches(db, report, _expired_alerts(cutoff), Event, batch, _delete_alerts)
-    if report.threads or report.events:
+    with unit_of_work(db) as uow:
+        ended = delete(Reservation).where(_ended_reservations(cutoff))
+        report.reservations = cast(CursorResult[Any], uow.session.execute(ended)).rowcount
+    if report.threads or report.events or report.reservations:
         done = {k: v for k, v in asdict(report).items() if k != "cutoff"}
         log.info("retention purge", extra=done)
     return report
