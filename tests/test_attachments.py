@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+import standardwebhooks
 from sqlalchemy import select, update
 
 from inbots.client import Client, NotFound
@@ -23,6 +24,7 @@ from inbots.kit.clock import utcnow
 from inbots.models.attachments import Attachment
 from inbots.models.threads import Thread
 from tests.helpers import Api, Caller, assert_error
+from tests.receivers import always, receiver
 
 PNG = bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
@@ -339,3 +341,23 @@ def test_the_client_sends_bytes_and_reads_them_back(api: Api) -> None:
         assert reader.read(sent.message.id).message.attachments == [listed]
         with pytest.raises(NotFound):
             reader.attachment("att_unknown")
+
+
+# --- webhooks: the metadata, never the bytes ---------------------------------------------------
+
+
+def test_a_webhook_notification_carries_the_metadata_never_the_bytes(api: Api) -> None:
+    secret_bytes = b"TOP-SECRET-CONTENT"
+    with receiver(always(200)) as hook:
+        alice, bob, thread = pair(api)
+        secret = bob.ok("PUT", "/me/webhook", json={"url": hook.url})["signing_secret"]
+        plain = alice.send(thread, "no files")
+        files = [attachment("s.txt", "text/plain", secret_bytes)]
+        sent = alice.send(thread, "a file", attachments=files)
+        first, second = sorted(hook.wait_for(2), key=lambda r: r.json()["message_id"])
+    assert first.json()["message_id"] == plain["message"]["id"]
+    assert "attachments" not in first.json()  # a notification without files is as before
+    payload = standardwebhooks.Webhook(secret).verify(second.body, second.headers)
+    assert payload["attachments"] == sent["message"]["attachments"]
+    assert secret_bytes not in second.body
+    assert base64.b64encode(secret_bytes) not in second.body

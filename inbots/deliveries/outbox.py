@@ -28,6 +28,8 @@ from typing import Any
 from sqlalchemy import Select, bindparam, case, false, literal, select, update
 from sqlalchemy.orm import Session, aliased
 
+from inbots.attachments import service as attachments
+from inbots.attachments.schemas import AttachmentRead
 from inbots.db.uow import UnitOfWork
 from inbots.deliveries.attempts import record_lost_attempt
 from inbots.dispatch.jobs import Job
@@ -87,17 +89,21 @@ _DELIVERIES_READ = _DELIVERIES.where(Delivery.id.in_(bindparam("ids", expanding=
 
 def _load_delivery(session: Session, row_id: str, trigger: str) -> Loaded | None:
     found = session.execute(_DELIVERY_READ, {"row_id": row_id}).first()
-    return None if found is None else _delivery_loaded(found, trigger)
+    if found is None:
+        return None
+    carried = attachments.listed(session, [found[0].message_id])
+    return _delivery_loaded(found, trigger, carried)
 
 
 def load_deliveries(session: Session, triggers: dict[str, str]) -> dict[str, Loaded]:
     """:func:`_load_delivery` for several deliveries (``{delivery_id: trigger}``) in one
     statement; a delivery that does not exist is missing from the answer."""
     found = session.execute(_DELIVERIES_READ, {"ids": sorted(triggers)}).all()
-    return {row[0].id: _delivery_loaded(row, triggers[row[0].id]) for row in found}
+    carried = attachments.listed(session, (row[0].message_id for row in found))
+    return {row[0].id: _delivery_loaded(row, triggers[row[0].id], carried) for row in found}
 
 
-def _delivery_loaded(found: Any, trigger: str) -> Loaded:
+def _delivery_loaded(found: Any, trigger: str, carried: dict[str, list[AttachmentRead]]) -> Loaded:
     delivery, thread_status, thread_title, thread_ref, recipient, message, sender = found
     skip = None
     if thread_status == CLOSED:
@@ -129,6 +135,7 @@ def _delivery_loaded(found: Any, trigger: str) -> Loaded:
                 priority=message.priority,
                 summary=shown_summary(message.summary, message.body, shown),
                 created_at=message.created_at,
+                attachments=[a.model_dump() for a in carried.get(message.id, [])],
             )
         )
 

@@ -9,6 +9,7 @@ Every body has ``type`` and ``created_at`` (when the thing happened); the rest d
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -41,9 +42,11 @@ def message_created(
     priority: str,
     summary: str,
     created_at: datetime,
+    attachments: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """New mail for ``recipient`` (``summary`` already cut)."""
-    return {
+    """New mail for ``recipient`` (``summary`` already cut); ``attachments``: what the message
+    carries, metadata only (``{id, name, content_type, bytes, sha256}``), absent when none."""
+    body: dict[str, Any] = {
         "type": MESSAGE_CREATED,
         "delivery_id": delivery_id,
         "message_id": message_id,
@@ -57,6 +60,9 @@ def message_created(
         "summary": summary,
         "created_at": rfc3339(created_at),
     }
+    if attachments:
+        body["attachments"] = [dict(a) for a in attachments]
+    return body
 
 
 def message_acknowledged(
