@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 from sqlalchemy import func, select
 
-from bench import baseline_app
+from bench import baseline_app, samework_app
 from bench.common import (
     SEEDED_TABLES,
     STALL_SECONDS,
@@ -370,6 +370,94 @@ def measure_sends(
     return figures
 
 
+def measure_samework(
+    plan: Plan, inbots: ServerProcess, floor: ServerProcess, world: World
+) -> list[dict[str, Any]]:
+    """Inbots beside the same-work floor (``bench.samework_app``): the same requests, the same
+    agents and threads, alternating round by round. Sends to 5 recipients with ``plan.clients``
+    clients (``send_5_samework``, Inbots / floor throughput) and the inbox page with one client
+    (``inbox_c1_p50_samework``, Inbots / floor p50)."""
+    n = 5
+    thread_ids = world.threads[n]
+    headers = [{"Authorization": f"Bearer {key}"} for key in world.sender_keys]
+
+    def send(client: int, seq: int) -> tuple[str, str, dict[str, Any]]:
+        return (
+            "POST",
+            f"/v1/threads/{thread_ids[client]}/messages",
+            {"json": {"body": body_for(client, seq)}, "headers": headers[client]},
+        )
+
+    def sends(server: ServerProcess) -> RunResult:
+        return run_load(
+            server.url,
+            send,
+            clients=plan.clients,
+            per_client=plan.send_per_client,
+            warmup=plan.send_warmup,
+            expect=201,
+        )
+
+    auth = {"headers": {"Authorization": f"Bearer {world.reader_key}"}}
+
+    def listings(server: ServerProcess) -> RunResult:
+        return run_load(
+            server.url,
+            lambda _c, _s: ("GET", "/v1/inbox", auth),
+            clients=1,
+            per_client=plan.list_single,
+            warmup=plan.list_warmup,
+            expect=200,
+        )
+
+    started = time.perf_counter()
+    a, b = alternate(plan.rounds, lambda: listings(inbots), lambda: listings(floor))
+    p50 = latency_figures("inbox_c1", "inbox, 1 client, same work", a, b)[0]
+    p50["key"] = "inbox_c1_p50_samework"
+    log(f"  inbox listing, 1 client, vs the same-work floor: {time.perf_counter() - started:.1f} s")
+    started = time.perf_counter()
+    a, b = alternate(plan.rounds, lambda: sends(inbots), lambda: sends(floor))
+    send_figure = throughput_figure("send_5_samework", "send, 5 recipients, same work", a, b)
+    log(f"  sends, 5 recipients, vs the same-work floor: {time.perf_counter() - started:.1f} s")
+    return [send_figure, p50]
+
+
+def same_shape(ours: Any, theirs: Any, where: str = "") -> list[str]:
+    """Where two JSON answers differ in shape (keys, and the type of each value)."""
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        diffs = [f"{where}.{k}: only one side" for k in ours.keys() ^ theirs.keys()]
+        for k in ours.keys() & theirs.keys():
+            diffs += same_shape(ours[k], theirs[k], f"{where}.{k}")
+        return diffs
+    if isinstance(ours, list) and isinstance(theirs, list):
+        if len(ours) != len(theirs):
+            return [f"{where}: {len(ours)} items vs {len(theirs)}"]
+        return [d for x, y in zip(ours, theirs, strict=True) for d in same_shape(x, y, where)]
+    if ours is not None and theirs is not None and type(ours) is not type(theirs):
+        return [f"{where}: {type(ours).__name__} vs {type(theirs).__name__}"]
+    return []
+
+
+def check_samework(inbots: ServerProcess, floor: ServerProcess, world: World) -> None:
+    """The floor answers a send and an inbox page with the same JSON shape as Inbots."""
+    sender = {"Authorization": f"Bearer {world.sender_keys[0]}"}
+    reader = {"Authorization": f"Bearer {world.reader_key}"}
+    path = f"/v1/threads/{world.threads[5][0]}/messages"
+    answers = []
+    for server in (inbots, floor):
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            sent = checked_request(
+                client, "POST", path, 201, json={"body": "shape check"}, headers=sender
+            )
+            inbox = checked_request(client, "GET", "/v1/inbox", 200, headers=reader)
+        answers.append((sent, inbox))
+    diffs = same_shape(answers[0][0], answers[1][0], "send") + same_shape(
+        answers[0][1], answers[1][1], "inbox"
+    )
+    if diffs:
+        raise RuntimeError("the same-work floor answers differently: " + "; ".join(diffs))
+
+
 def measure_governance(
     plan: Plan, governed: ServerProcess, ungoverned: ServerProcess, world: World
 ) -> list[dict[str, Any]]:
@@ -451,11 +539,25 @@ def run_backend(backend: str, plan: Plan, pg_admin_url: str) -> dict[str, Any]:
         )
         stack.callback(baseline.stop)
         baseline.start()
+        # The same-work floor (psycopg only: PostgreSQL), with the caps and rate limit of the
+        # main Inbots server, so that both admit every send through inbots_admit alike.
+        floor = ServerProcess(
+            "samework", "bench.samework_app:create_app", {samework_app.URL_ENV: url, **GOVERNED}
+        )
+        stack.callback(floor.stop)
+        if backend == "postgres":
+            floor.start()
         check_inbox(inbots.url, world, plan)
 
         # Listing first, while exactly the seeded deliveries are stored; sends add more.
         listing = measure_listing(plan, inbots, baseline, world)
         figures = measure_sends(plan, inbots, baseline, world) + listing
+        if backend == "postgres":  # the floor speaks psycopg only (SQLite: not yet)
+            check_samework(inbots, floor, world)
+            samework = measure_samework(plan, inbots, floor, world)
+            figures += samework
+        else:
+            samework = []
         governance = measure_governance(plan, governed, ungoverned, world)
         figures += governance
         stored = check_fanout(db, world)
@@ -471,6 +573,8 @@ def run_backend(backend: str, plan: Plan, pg_admin_url: str) -> dict[str, Any]:
         "errors": errors,
         # Sends with the caps and the rate limit on / off (the spec: within 10 %).
         "caps_on_off_ratio": {f["key"]: f["ratio"] for f in governance},
+        # Inbots against the same-work floor (bench.samework_app), PostgreSQL only.
+        **{f["key"]: f["ratio"] for f in samework},
         "seconds": round(time.perf_counter() - started, 1),
         "figures": figures,
     }
@@ -502,11 +606,13 @@ def render(result: dict[str, Any]) -> str:
         f"  {seed['deliveries']:,} deliveries stored, the reader has "
         f"{seed['reader_unacked']:,} unacknowledged; {load_average(result)}",
         "",
-        *figure_table(result["figures"], _number),
+        *figure_table(result["figures"], _number, widths=(34, 6, 11)),
         "",
         f"  Baselines (bare FastAPI, same database): sends vs {BASELINES['send']},",
         f"  inbox vs {BASELINES['inbox']}; 'caps on/off' is the same sends with the caps",
         "  and the rate limit on (above what the workload reaches) against them off.",
+        "  'same-work floor' (PostgreSQL): against bench.samework_app, the same statements by",
+        "  hand (psycopg, no ORM); targets: send >= 0.5, inbox p50 <= 1.5.",
         "  msg/s: higher is better, a ratio below 1 means Inbots is slower. ms: lower is better,",
         "  a ratio above 1 means Inbots is slower. 'per round': the ratio in each round.",
     ]
