@@ -13,7 +13,7 @@ from mcp_types import BlobResourceContents, EmbeddedResource, ImageContent, Text
 
 from tests.conftest import ServerThread
 from tests.helpers import Api
-from tests.mcp_client import over_http, run
+from tests.mcp_client import over_http, run, text_of
 from tests.test_attachments import PNG, attachment
 
 MIB = 1024 * 1024
@@ -41,6 +41,13 @@ def test_read_attachment_returns_each_kind_as_its_content(api: Api, server: Serv
             assert [x["name"] for x in listed] == ["shot.png", "notes.md", "d.json", "raw.bin"]
             read = await b.ok("read_message", id=sent["message"]["id"])
             assert read["message"]["attachments"] == listed
+            # The text answers name each file with the id read_attachment takes.
+            shown = text_of(await b.call("read_message", id=sent["message"]["id"]))
+            assert "read_attachment" in shown and all(x["id"] in shown for x in listed)
+            inbox = text_of(await b.call("check_inbox", include_bodies=True))
+            assert all(x["id"] in inbox for x in listed)
+            history = text_of(await b.call("read_thread", thread_id=sent["message"]["thread_id"]))
+            assert all(x["id"] in history for x in listed)
 
             image = await b.call("read_attachment", attachment_id=listed[0]["id"])
             assert not image.is_error

@@ -326,6 +326,8 @@ def render_inbox(inbox: Json) -> str:
         )
         if "body" in i and i["body"].strip() != i["summary"].strip():
             lines.append("   ---\n" + "\n".join(f"   {line}" for line in i["body"].splitlines()))
+        if i.get("attachments"):
+            lines.append(f"   {_attached(i['attachments'])}")
     lines.append(inbox["notice"])
     if bodies:
         lines.append(
@@ -341,6 +343,14 @@ def render_inbox(inbox: Json) -> str:
     return "\n".join([*lines, *receipts])
 
 
+def _attached(files: list[Json]) -> str:
+    """A message's attachments in one line, each with the id read_attachment takes."""
+    each = ", ".join(
+        f"{a['name']} ({a['content_type']}, {a['bytes']:,} bytes) {a['id']}" for a in files
+    )
+    return f"Attachments (read_attachment with the att_ id): {each}"
+
+
 def render_message(r: Json) -> str:
     m, d = r["message"], r["delivery"]
     head = "Urgent message" if m.get("priority") == "urgent" else "Message"
@@ -352,6 +362,8 @@ def render_message(r: Json) -> str:
     if m.get("summary") and m["summary"].strip() != m["body"].strip():
         lines.append(f"Summary: {m['summary']}")
     lines += ["", m["body"], ""]
+    if m.get("attachments"):
+        lines += [_attached(m["attachments"]), ""]
     if r.get("receipts") is not None:
         lines.append(f"You sent it. Receipts: {_receipts(r['receipts'])}.")
     elif d is None:
@@ -380,6 +392,8 @@ def render_history(h: Json) -> str:
         if m.get("summary") and m["summary"].strip() != m["body"].strip():
             lines.append(f"Summary: {m['summary']}")
         lines.append(m["body"])
+        if m.get("attachments"):
+            lines.append(_attached(m["attachments"]))
         if m.get("receipts") is not None:
             lines.append(f"(You sent it. Receipts: {_receipts(m['receipts'])}.)")
     if h.get("next_cursor"):
