@@ -21,6 +21,7 @@ from inbots.messages import reading
 from inbots.models.agents import ARCHIVED
 from inbots.models.messages import KINDS, PRIORITIES
 from inbots.models.threads import CLOSE_REQUESTED
+from inbots.reservations import service as reservations
 from inbots.stats.service import get_stats
 from inbots.threads import service as threads
 
@@ -77,6 +78,7 @@ def overview(uow: UnitOfWork, caller: Caller, waiting: Backlog | None) -> dict[s
         "failed": _ops_rows(uow, caller, failed),
         "ops_limit": OPS_LIMIT,
         "state_chips": STATE_CHIPS,
+        "reservations_active": reservations.active_count(uow, caller),
     }
 
 
@@ -207,3 +209,12 @@ def approvals_page(uow: UnitOfWork, caller: Caller) -> dict[str, Any]:
         "kinds": KINDS,
         "priorities": PRIORITIES,
     }
+
+
+RESERVATIONS_SHOWN = 200
+
+
+def reservations_page(uow: UnitOfWork, caller: Caller) -> dict[str, Any]:
+    """The agents' active reservations, newest first (``GET /v1/reservations?active=true``)."""
+    page = reservations.list_reservations(uow, caller, active=True, limit=RESERVATIONS_SHOWN)
+    return {"reservations": page.items, "more": page.next_cursor is not None}

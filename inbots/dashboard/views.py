@@ -176,6 +176,14 @@ def approval_queue(request: Request) -> Response:
     return show_page(request, "approvals.html", "approvals", "Approvals", pages.approvals_page)
 
 
+@router.get("/reservations")
+def reservation_list(request: Request) -> Response:
+    """The agents' active reservations of repository paths: holder, paths, reason, expiry."""
+    return show_page(
+        request, "reservations.html", "reservations", "Reservations", pages.reservations_page
+    )
+
+
 @router.get("/threads/new")
 def thread_new(request: Request) -> Response:
     """The form opening a thread as the operator."""
