@@ -77,9 +77,10 @@ class ReservationConflict(Conflict):
             field="paths",
         )
         self.conflicts = list(conflicts)
+        plural = "" if len(conflicts) == 1 else "s"
         # The tools' answer: one line per conflict, holder and expiry in it.
         self.tool_message = "\n".join(
-            [f"Nothing reserved: {len(conflicts)} conflicts. Ask the holder, or wait."]
+            [f"Nothing reserved: {len(conflicts)} conflict{plural}. Ask the holder, or wait."]
             + [
                 f"- {c.path}: held by {c.held_by} until {rfc3339(c.expires_at)} ({c.pattern}, "
                 f"{c.reservation_id})" + (f" — {c.reason}" if c.reason else "")
