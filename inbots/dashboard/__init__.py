@@ -7,6 +7,7 @@ handlers (sign-in needed, CSRF rejected). The package:
   its operator token, the CSRF token and Origin of a POST);
 - ``views.py``: the pages (the GETs), each a template and the function building its data, from
   ``pages.py`` (what each page shows) and ``queries.py`` (the reads only the dashboard needs);
+- ``files.py``: attachments, downloaded or shown as thumbnails (raster images only);
 - ``forms.py``: the operator's POSTs, buttons and forms, each one service call of the API or one
   of ``actions.py`` (a form that is several calls, in one unit of work);
 - ``render.py``: the templates' environment and filters, and drawing an answer;
@@ -20,7 +21,7 @@ import logging
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from inbots.dashboard import auth, forms, views
+from inbots.dashboard import auth, files, forms, views
 from inbots.dashboard.auth import CsrfRejected, LoginRequired, on_csrf_rejected, on_login_required
 from inbots.dashboard.forms import too_large_page
 from inbots.dashboard.render import STATIC, STATIC_PATH
@@ -45,6 +46,7 @@ def install(app: FastAPI) -> None:
     app.include_router(auth.router)  # /login, /logout
     app.include_router(views.router)  # the pages
     app.include_router(forms.router)  # the POSTs
+    app.include_router(files.router)  # attachments: downloads and thumbnails
     app.mount(STATIC_PATH, StaticFiles(directory=STATIC), name="dashboard-static")
     app.add_exception_handler(LoginRequired, on_login_required)
     app.add_exception_handler(CsrfRejected, on_csrf_rejected)
