@@ -23,6 +23,7 @@ import json
 import os
 import signal
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -227,6 +228,7 @@ class Rig:
     second: CeleryWorker | None = None  # a second worker process, for the two-worker drain
     # The same API with INBOTS_NOTIFY_BATCH_SIZE=1: publishes one task per notification.
     unbatched: ServerProcess | None = None
+    url: str = ""  # the database, for the same-work floor (bench.samework_notify)
 
     def error(self, message: str) -> None:
         self.errors.append(message)
@@ -437,6 +439,114 @@ def drain_round(rig: Rig, workers: int = 1, api: ServerProcess | None = None) ->
         "check": check,
         "_arrivals": arrivals,
     }
+
+
+# --- the same-work floor: the same backlog drained by bench.samework_notify ---------------
+
+
+def floor_round(rig: Rig) -> dict[str, Any]:
+    """Pre-fill exactly as :func:`drain_round` does (the worker stopped), then empty the broker's
+    notify queue (the floor reads the database, not the broker) and drain the same backlog with
+    the same-work floor (``python -m bench.samework_notify``, one process, as many threads as
+    the worker, a batch the size of a message's fan-out), timed the same way from arrivals."""
+    plan = rig.plan
+    rig.worker.stop()
+    if rig.second is not None:
+        rig.second.stop()
+    rig.receiver.reset()
+    since = datetime.now(UTC)
+    if rig.queued():
+        raise RuntimeError(f"{rig.queued()} jobs already queued before the pre-fill")
+    sent = run_load(
+        rig.api.url,
+        sender(rig.world, rig.world.thread_ids),
+        clients=plan.api_clients,
+        per_client=plan.messages_per_client,
+        warmup=0,
+        expect=201,
+    )
+    expected = sent.requests * plan.fanout
+    if sent.errors:
+        rig.error(f"floor pre-fill: {sent.errors} sends failed, e.g. {sent.error_samples[:2]}")
+    client = rig.redis.client()
+    try:
+        client.delete(NOTIFY_QUEUE)
+    finally:
+        client.close()
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.samework_notify",
+        "--database-url",
+        rig.url,
+        "--threads",
+        str(plan.concurrency),
+        "--batch",
+        str(plan.fanout),
+    ]
+    started = time.time()
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+
+        def alive() -> None:
+            if proc.poll() is not None and proc.returncode != 0:
+                raise RuntimeError(f"samework_notify exited {proc.returncode}")
+
+        rig.receiver.wait_for(expected, timeout=max(60, expected / 10), alive=alive)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    if proc.returncode != 0:
+        rig.error(f"samework_notify exited {proc.returncode}: {err.decode()[-500:]}")
+    rig.wait_notified(since, expected)
+    arrivals = rig.receiver.arrivals()
+    times = [a.at for a in arrivals]
+    check = check_phase(
+        rig, "floor drain", arrivals, rig.deliveries_since(since), rig.attempts_since(since)
+    )
+    return {
+        **arrival_rates(times),
+        "notifications": len(arrivals),
+        "floor_reported": int(out.decode().strip() or 0),
+        "start_to_first_s": round(min(times) - started, 3) if times else None,
+        "check": check,
+    }
+
+
+def measure_samework(rig: Rig) -> dict[str, Any]:
+    """Drains by the worker and by the same-work floor, alternating; ``notify_samework`` is the
+    worker's rate over the floor's (medians over the rounds)."""
+    drains: list[dict[str, Any]] = []
+    floors: list[dict[str, Any]] = []
+
+    def drain() -> dict[str, Any]:
+        d = drain_round(rig)
+        del d["_arrivals"]
+        drains.append(d)
+        log(f"  drain beside the floor: {d['notifications']} at {d['per_second']:.1f}/s")
+        return d
+
+    def floor() -> dict[str, Any]:
+        f = floor_round(rig)
+        floors.append(f)
+        log(f"  same-work floor drain: {f['notifications']} at {f['per_second']:.1f}/s")
+        return f
+
+    alternate(rig.plan.rounds, drain, floor)
+    figure = comparison(
+        "notify_samework",
+        "notify/s, same-work floor",
+        "/s",
+        inbots=statistics.median(d["per_second"] for d in drains),
+        baseline=statistics.median(f["per_second"] for f in floors),
+        round_ratios=[
+            _ratio(d["per_second"], f["per_second"]) for d, f in zip(drains, floors, strict=True)
+        ],
+        higher_is_better=True,
+    )
+    return {"figure": figure, "drains": drains, "floors": floors}
 
 
 # --- Inbots: latency under a steady send rate ----------------------------------------------
@@ -808,6 +918,14 @@ def measure(rig: Rig) -> dict[str, Any]:
             f"({single['prefill_tasks']} tasks): {batching['ratio']:.2f} x"
         )
 
+    # The worker against the same-work floor: before the steady and fairness phases, which
+    # leave the slow receiver's backlog in the database and on the broker.
+    samework = None
+    if rig.backend == "postgres":  # the floor speaks psycopg only (SQLite: not yet)
+        started = time.perf_counter()
+        samework = measure_samework(rig)
+        log(f"  drains vs the same-work floor: {time.perf_counter() - started:.1f} s")
+
     started = time.perf_counter()
     steady = steady_phase(rig)
     log(
@@ -828,6 +946,8 @@ def measure(rig: Rig) -> dict[str, Any]:
     )
     fairness = fairness_summary(plan, steady, behind)
     rows = figures(drains, loops, steady, paced)
+    if samework is not None:
+        rows.append(samework["figure"])
     for d in drains:
         del d["_arrivals"]
     del steady["_arrivals"]
@@ -847,6 +967,9 @@ def measure(rig: Rig) -> dict[str, Any]:
         "fairness": fairness,
         "two_workers": two_workers,
         "batching": batching,
+        # The worker against the same-work floor (bench.samework_notify), PostgreSQL only.
+        "samework": samework,
+        "notify_samework": samework["figure"]["ratio"] if samework else None,
     }
 
 
@@ -926,6 +1049,7 @@ def run_backend(backend: str, plan: Plan, pg_admin_url: str) -> dict[str, Any]:
         world = build_world(plan, api.url, workspace.token, receiver.url, slow.url)
         rig = Rig(backend, plan, db, redis, receiver, api, worker, world, slow, metrics_port)
         rig.second = second
+        rig.url = url
         unbatched = ServerProcess(
             "inbots-unbatched",
             "inbots.app:create_app",
@@ -993,7 +1117,9 @@ def render(result: dict[str, Any]) -> str:
         "  Baseline: a bare httpx loop, same concurrency, posting the same bodies, signed afresh,",
         "  to the same receiver. notifications/s: receiver arrivals, first to last (higher is",
         "  better). accepted->notified: notified_at - accepted_at from the database; baseline:",
-        "  slot to answer at the same steady rate (lower is better).",
+        "  slot to answer at the same steady rate (lower is better). 'same-work floor'",
+        "  (PostgreSQL): the same backlog drained by bench.samework_notify (claim with SKIP",
+        "  LOCKED, sign, POST, record: psycopg, one process); target >= 0.5.",
         "",
         f"  Per request, flat out: bare loop p50 {loop_p50:.2f} / p99 {loop_p99:.2f} ms; the "
         f"worker's POST (attempt duration_ms,",
