@@ -248,3 +248,48 @@ def test_retention_deletes_released_and_expired_reservations_past_the_window(
     assert purge(database, settings, days=1, now=later).reservations == 2
     left = api.ok("GET", "/reservations")["items"]
     assert [r["id"] for r in left] == [held["id"]]
+
+
+@pytest.mark.parametrize(
+    "settings_overrides", [{"rate_limit_per_minute": 1, "rate_limit_burst": 2}]
+)
+def test_each_reservation_write_spends_a_rate_limit_token_and_reads_none(api: Api) -> None:
+    alice, bob = api.agent("alice"), api.agent("bob")
+    first = reserve(alice, "a/**")["reservation"]
+    for _ in range(3):  # reads and checks spend nothing
+        alice.ok("GET", "/reservations")
+        alice.ok("POST", "/reservations/check", json={"paths": ["a/x"]})
+    alice.ok("POST", f"/reservations/{first['id']}/renew", json={})
+    refused = alice.post("/reservations", json={"paths": ["b/**"]})
+    assert_error(refused, 429, "rate_limited")
+    assert refused.headers["Retry-After"]
+    refused = alice.call("DELETE", f"/reservations/{first['id']}")
+    assert_error(refused, 429, "rate_limited")
+    mine = alice.ok("GET", "/reservations", params={"agent": "alice", "active": "true"})
+    assert [r["id"] for r in mine["items"]] == [first["id"]]  # nothing stored, nothing released
+    # A refused reservation spends its token too (its conflict event is stored).
+    reserve(bob, "a/x.py", status=409)
+    reserve(bob, "a/y.py", status=409)
+    assert_error(bob.post("/reservations", json={"paths": ["c"]}), 429, "rate_limited")
+    # The operator is never limited.
+    for _ in range(3):
+        api.ok("GET", "/reservations")
+    api.ok("DELETE", f"/reservations/{first['id']}", params={"reason": "done"})
+
+
+def test_bodies_of_the_wrong_shape_are_refused_naming_the_field(api: Api) -> None:
+    alice = api.agent("alice")
+    for body, field in (
+        ({"paths": "src/**"}, "paths"),
+        ({"paths": [None]}, "paths"),
+        ({}, "paths"),
+        ({"paths": ["a"], "ttl_seconds": "soon"}, "ttl_seconds"),
+        ({"paths": ["a"], "exclusive": "maybe"}, "exclusive"),
+    ):
+        response = alice.post("/reservations", json=body)
+        assert response.status_code == 422, (body, response.text)
+        assert response.json()["error"]["field"].split(".")[0].split("[")[0] == field, body
+    response = alice.get("/reservations", params={"active": "maybe"})
+    assert response.status_code == 422 and response.json()["error"]["field"] == "active"
+    response = alice.post("/reservations/rsv_x/renew", json={"ttl_seconds": 5})
+    assert response.status_code in (404, 422)
