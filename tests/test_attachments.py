@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -361,3 +362,20 @@ def test_a_webhook_notification_carries_the_metadata_never_the_bytes(api: Api) -
     assert payload["attachments"] == sent["message"]["attachments"]
     assert secret_bytes not in second.body
     assert base64.b64encode(secret_bytes) not in second.body
+
+
+@pytest.mark.parametrize(
+    "settings_overrides", [{"ttl_min_seconds": 1, "renotify_interval_seconds": 0.2}]
+)
+def test_an_expired_copys_attachments_are_gone_for_its_recipient(api: Api) -> None:
+    alice, bob, thread = pair(api)
+    files = [attachment("t.txt", "text/plain", b"soon gone")]
+    sent = alice.send(thread, "read me soon", ttl_seconds=3, attachments=files)
+    att = sent["message"]["attachments"][0]["id"]
+    assert bob.get(f"/attachments/{att}").content == b"soon gone"
+    deadline = time.monotonic() + 15
+    while api.delivery(sent["deliveries"][0]["id"])["state"] != "expired":
+        assert time.monotonic() < deadline, "the sweep expires it"
+        time.sleep(0.2)
+    assert_error(bob.get(f"/attachments/{att}"), 410, "expired")
+    assert alice.get(f"/attachments/{att}").content == b"soon gone"  # its sender still may
