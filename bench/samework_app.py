@@ -43,11 +43,13 @@ import hmac
 import json
 import os
 import queue
+import re
+import sqlite3
 import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
@@ -125,6 +127,11 @@ STAMP_SQL = (
     "WHERE id = ANY(%s) AND delivered_at IS NULL"
 )
 
+STAMP_SQLITE = (
+    "UPDATE deliveries SET delivered_at = ?, moved_at = ? "
+    "WHERE id IN ({ids}) AND delivered_at IS NULL"
+)
+
 
 def _int_env(name: str, default: int) -> int:
     return int(os.environ.get(name, default))
@@ -144,19 +151,19 @@ class Pool:
     """At most 2 × ``POOL_SIZE`` psycopg connections, opened when first needed, kept idle up to
     ``POOL_SIZE`` (SQLAlchemy's QueuePool with Inbots' size and overflow)."""
 
-    def __init__(self, conninfo: str) -> None:
-        self.conninfo = conninfo
-        self.idle: queue.LifoQueue[psycopg.Connection[Any]] = queue.LifoQueue()
+    def __init__(self, connect: Callable[[], Any]) -> None:
+        self.connect = connect
+        self.idle: queue.LifoQueue[Any] = queue.LifoQueue()
         self.slots = threading.BoundedSemaphore(2 * POOL_SIZE)
 
     @contextmanager
-    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+    def connection(self) -> Iterator[Any]:
         self.slots.acquire()
         try:
             try:
                 conn = self.idle.get_nowait()
             except queue.Empty:
-                conn = psycopg.connect(self.conninfo, autocommit=True)
+                conn = self.connect()
             try:
                 yield conn
             except BaseException:
@@ -170,13 +177,96 @@ class Pool:
             self.slots.release()
 
 
+def _sqlite_time(value: datetime) -> str:
+    """As SQLAlchemy stores Inbots' UTC times on SQLite: naive UTC, microseconds."""
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def _sqlite_read_time(value: bytes) -> datetime:
+    return datetime.fromisoformat(value.decode()).replace(tzinfo=UTC)
+
+
+sqlite3.register_adapter(datetime, _sqlite_time)
+sqlite3.register_converter("DATETIME", _sqlite_read_time)
+
+
+class SqliteConn:
+    """A sqlite3 connection with the pragmas and transactions of Inbots' SQLite engine (WAL,
+    ``synchronous=NORMAL``, foreign keys, busy timeout; writes ``BEGIN IMMEDIATE``, reads
+    ``BEGIN DEFERRED``), speaking the psycopg calls the floor makes (``%s`` and ``%(name)s``
+    placeholders are rewritten once per statement)."""
+
+    sqlite = True
+
+    def __init__(self, path: str) -> None:
+        self.conn = sqlite3.connect(
+            path,
+            timeout=30.0,
+            check_same_thread=False,
+            isolation_level=None,
+            detect_types=sqlite3.PARSE_DECLTYPES,
+        )
+        for pragma in (
+            "journal_mode=WAL",
+            "synchronous=NORMAL",
+            "foreign_keys=ON",
+            "busy_timeout=30000",
+        ):
+            self.conn.execute(f"PRAGMA {pragma}")
+        self.statements: dict[str, str] = {}
+
+    def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
+        text = self.statements.get(sql)
+        if text is None:
+            text = re.sub(r"%\((\w+)\)s", r":\1", sql).replace("%s", "?")
+            text = text.replace(" FOR UPDATE OF t", "")
+            self.statements[sql] = text
+        return self.conn.execute(text, params)
+
+    @contextmanager
+    def transaction(self, mode: str = "IMMEDIATE") -> Iterator[None]:
+        self.conn.execute(f"BEGIN {mode}")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def reading(self) -> AbstractContextManager[None]:
+        return self.transaction("DEFERRED")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+# SQLite's governance (inbots.messages.governance and inbots.auth.rate_limit.spend): the
+# token bucket upserted, the pair rows upserted, the recipients' ledger sums read.
+BUCKET_SQL = (
+    "INSERT INTO send_buckets (agent_id, tokens, stamp) VALUES (?, ?, ?) "
+    "ON CONFLICT (agent_id) DO UPDATE SET tokens = CASE WHEN send_buckets.tokens + "
+    "(? - send_buckets.stamp) * ? > ? THEN ? ELSE send_buckets.tokens + "
+    "(? - send_buckets.stamp) * ? END - 1, stamp = ? RETURNING tokens"
+)
+LEDGER_ROW = "(?, ?, 1)"
+LEDGER_SQL = (
+    "INSERT INTO cap_ledger (recipient_id, sender_id, open_count) VALUES {rows} "
+    "ON CONFLICT (recipient_id, sender_id) DO UPDATE SET open_count = "
+    "cap_ledger.open_count + 1 RETURNING recipient_id, open_count"
+)
+SUMS_SQL = (
+    "SELECT recipient_id, sum(open_count) FROM cap_ledger WHERE recipient_id IN ({ids}) "
+    "GROUP BY recipient_id"
+)
+
+
 class Refused(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
 
 
-def _authenticate(conn: psycopg.Connection[Any], header: str) -> tuple[str, str, str]:
+def _authenticate(conn: Any, header: str) -> tuple[str, str, str]:
     """(workspace id, agent id, username) of the bearer's agent key, or 401."""
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token:
@@ -188,6 +278,32 @@ def _authenticate(conn: psycopg.Connection[Any], header: str) -> tuple[str, str,
     return row[1], row[2], row[3]
 
 
+def _admit_sqlite(
+    conn: SqliteConn, s: Settings, agent_id: str, ids: list[str], limited: bool
+) -> list[tuple[Any, ...]]:
+    """What ``inbots_admit`` answers, as governance.py counts on SQLite: the bucket spent (one
+    token), the pair rows upserted, the recipients' ledger sums read (no locks: one writer)."""
+    tokens = None
+    if limited:
+        now, rate, burst = time.time(), s.rate_per_minute / 60.0, float(s.rate_burst)
+        row = conn.execute(
+            BUCKET_SQL, (agent_id, burst - 1, now, now, rate, burst, burst, now, rate, now)
+        ).fetchone()
+        tokens = float(row[0])
+        if tokens < 0 or not ids:
+            return [(None, None, None, None, tokens)]
+    if not ids:
+        return [(None, None, None, None, tokens)]
+    pairs = dict(
+        conn.execute(
+            LEDGER_SQL.format(rows=", ".join([LEDGER_ROW] * len(ids))),
+            [v for rid in ids for v in (rid, agent_id)],
+        ).fetchall()
+    )
+    sums = dict(conn.execute(SUMS_SQL.format(ids=", ".join("?" * len(ids))), ids).fetchall())
+    return [(rid, pairs[rid], int(sums.get(rid) or 0), False, tokens) for rid in ids]
+
+
 def _lock_key(recipient_id: str) -> int:
     return zlib.crc32(recipient_id.encode()) & 0x7FFFFFFF
 
@@ -197,19 +313,27 @@ def _subscribed(events: str | None) -> bool:
 
 
 def create_app(url: str | None = None) -> Starlette:
-    conninfo = (url or os.environ[URL_ENV]).replace("postgresql+psycopg://", "postgresql://")
-    pool = Pool(conninfo)
+    url = url or os.environ[URL_ENV]
+    sqlite = url.startswith("sqlite")
+    if sqlite:
+        path = url.split("///", 1)[1]
+        pool = Pool(lambda: SqliteConn(path))
+    else:
+        conninfo = url.replace("postgresql+psycopg://", "postgresql://")
+        pool = Pool(lambda: psycopg.connect(conninfo, autocommit=True))
     s = Settings()
     max_connections: list[int] = []
 
-    def in_flight_bound(conn: psycopg.Connection[Any]) -> int:
+    def in_flight_bound(conn: Any) -> int:
+        if sqlite:  # one writer at a time: nothing in flight, no margin
+            return 0
         if not max_connections:
             row = conn.execute("SHOW max_connections").fetchone()
             assert row is not None
             max_connections.append(int(row[0]))
         return max_connections[0]
 
-    def send(conn: psycopg.Connection[Any], auth: str, thread_id: str, body: str) -> dict[str, Any]:
+    def send(conn: Any, auth: str, thread_id: str, body: str) -> dict[str, Any]:
         workspace_id, agent_id, username = _authenticate(conn, auth)
         if not body.strip():
             raise Refused(422, "body must be a non-empty string.")
@@ -269,8 +393,10 @@ def create_app(url: str | None = None) -> Starlette:
             conn.execute(ACTIVITY_SQL, (now, thread_id))
             limited = bool(s.rate_per_minute)
             capped = bool(s.cap_per_recipient or s.cap_per_pair)
-            if limited or capped:
-                ids = sorted(r[0] for r in recipients) if capped else []
+            ids = sorted(r[0] for r in recipients) if capped else []
+            if (limited or capped) and sqlite:
+                admitted = _admit_sqlite(conn, s, agent_id, ids, limited)
+            elif limited or capped:
                 admitted = conn.execute(
                     ADMIT_SQL,
                     {
@@ -288,13 +414,13 @@ def create_app(url: str | None = None) -> Starlette:
                         else None,
                     },
                 ).fetchall()
-                if limited and admitted[0][4] < 0:
-                    raise Refused(429, "rate limited")
-                for _rid, pair, total, exclusive, _tokens in admitted if capped else ():
-                    if exclusive or (s.cap_per_pair and pair > s.cap_per_pair):
-                        raise Refused(429, "near a cap (the floor does not recount)")
-                    if s.cap_per_recipient and total > s.cap_per_recipient - margin:
-                        raise Refused(429, "near a cap (the floor does not recount)")
+            if limited and admitted[0][4] < 0:
+                raise Refused(429, "rate limited")
+            for _rid, pair, total, exclusive, _tokens in admitted if capped else ():
+                if exclusive or (s.cap_per_pair and pair > s.cap_per_pair):
+                    raise Refused(429, "near a cap (the floor does not recount)")
+                if s.cap_per_recipient and total > s.cap_per_recipient - margin:
+                    raise Refused(429, "near a cap (the floor does not recount)")
         created = rfc3339(now)
         return {
             "message": {
@@ -318,8 +444,13 @@ def create_app(url: str | None = None) -> Starlette:
             "held": False,
         }
 
-    def inbox(conn: psycopg.Connection[Any], auth: str, limit: int) -> dict[str, Any]:
+    def inbox(conn: Any, auth: str, limit: int) -> dict[str, Any]:
         _workspace_id, agent_id, _username = _authenticate(conn, auth)
+        # PostgreSQL: autocommit, as Inbots' inbox there; SQLite: one deferred transaction.
+        with conn.reading() if sqlite else nullcontext():
+            return _listed(conn, agent_id, limit)
+
+    def _listed(conn: Any, agent_id: str, limit: int) -> dict[str, Any]:
         row = conn.execute(COUNT_SQL, (agent_id,)).fetchone()
         waiting = int(row[0]) if row else 0
         names = ("id", "message_id", "thread_id", "priority_rank", *STATE_STAMPS)
@@ -329,7 +460,11 @@ def create_app(url: str | None = None) -> Starlette:
         unstamped = [d.id for d in deliveries if d.delivered_at is None]
         if unstamped:
             now = datetime.now(UTC)
-            conn.execute(STAMP_SQL, (now, now, unstamped))
+            if sqlite:
+                marks = ", ".join("?" * len(unstamped))
+                conn.execute(STAMP_SQLITE.format(ids=marks), (now, now, *unstamped))
+            else:
+                conn.execute(STAMP_SQL, (now, now, unstamped))
             for d in deliveries:
                 if d.delivered_at is None:
                     d.delivered_at = now
@@ -372,7 +507,7 @@ def create_app(url: str | None = None) -> Starlette:
         auth = request.headers.get("authorization", "")
         return await run_in_threadpool(answer, lambda conn: (200, inbox(conn, auth, limit)))
 
-    def answer(work: Callable[[psycopg.Connection[Any]], tuple[int, dict[str, Any]]]) -> Response:
+    def answer(work: Callable[[Any], tuple[int, dict[str, Any]]]) -> Response:
         """Runs in Starlette's thread pool, as Inbots' sync endpoints do."""
         try:
             with pool.connection() as conn:
