@@ -13,7 +13,7 @@ from mcp_types import BlobResourceContents, EmbeddedResource, ImageContent, Text
 
 from tests.conftest import ServerThread
 from tests.helpers import Api
-from tests.mcp_client import over_http, run, text_of
+from tests.mcp_client import over_http, over_stdio, run, text_of
 from tests.test_attachments import PNG, attachment
 
 MIB = 1024 * 1024
@@ -116,5 +116,27 @@ def test_read_attachment_is_listed_in_tools_list(api: Api, server: ServerThread)
             tools = {t.name: t for t in (await a.client.list_tools()).tools}
             assert tools["read_attachment"].input_schema["required"] == ["attachment_id"]
             assert "attachments" in tools["send_message"].input_schema["properties"]
+
+    run(scenario)
+
+
+def test_inbots_mcp_relays_an_image_attachment_as_image_content(
+    api: Api, server: ServerThread
+) -> None:
+    """The stdio relay (a real ``inbots mcp`` process) knows no tool: the image arrives as the
+    endpoint answered it."""
+    alice, bob = api.agent("alice"), api.agent("bob")
+    thread = alice.open_thread("Screens", ["bob"])["id"]
+    files = [attachment("shot.png", "image/png", PNG)]
+    (listed,) = alice.send(thread, "look", attachments=files)["message"]["attachments"]
+
+    async def scenario() -> None:
+        async with over_stdio(server.url, bob.token) as b:
+            names = [t.name for t in (await b.client.list_tools()).tools]
+            assert "read_attachment" in names
+            result = await b.call("read_attachment", attachment_id=listed["id"])
+            image = result.content[0]
+            assert isinstance(image, ImageContent) and image.mime_type == "image/png"
+            assert base64.b64decode(image.data) == PNG
 
     run(scenario)
