@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, text
+from sqlalchemy import func, select, text
 from sqlalchemy.orm import aliased
 
 from inbots.alerts.service import alert_row, receives, store
@@ -419,13 +419,12 @@ def list_reservations(
 @reads
 def active_count(uow: UnitOfWork, caller: Caller) -> int:
     """How many reservations of the workspace are active now (the dashboard's card)."""
-    return len(
-        uow.session.scalars(
-            select(Reservation.id).where(
-                Reservation.workspace_id == caller.workspace_id, *_active(utcnow())
-            )
-        ).all()
+    found = uow.session.scalar(
+        select(func.count()).where(
+            Reservation.workspace_id == caller.workspace_id, *_active(utcnow())
+        )
     )
+    return int(found or 0)
 
 
 # --- the event -----------------------------------------------------------------------------------
@@ -441,14 +440,13 @@ def _conflict_event(
     """``reservation.conflict``: told to the workspace's operator row (``GET /v1/events``), and
     pushed to the operator's alert webhook when it receives that type."""
     operator = aliased(Agent)
-    found = uow.session.execute(
-        select(operator.id, operator.webhook_url.is_not(None))
+    operator_id = uow.session.scalar(
+        select(operator.id)
         .where(operator.workspace_id == caller.workspace_id, operator.kind == KIND_OPERATOR)
         .limit(1)
-    ).first()
-    if found is None:
+    )
+    if operator_id is None:
         return
-    operator_id = found[0]
     pushed = uow.session.execute(
         select(operator.id).where(
             operator.id == operator_id, *receives(operator, RESERVATION_CONFLICT)
