@@ -129,3 +129,17 @@ def test_the_operator_lists_and_releases_reservations(api: Api) -> None:
     assert reserve(bob, "src/x.py")["agent"] == "bob"
     missing = inbots(api, "reservations", "release", "rsv_nothing")
     assert missing.code == 1 and "rsv_nothing" in missing.stderr
+
+
+def test_the_hook_ignores_an_inbots_directory_of_the_repository(api: Api, repo: Path) -> None:
+    """The hook's interpreter never imports the committed repository's own ``inbots/`` (this
+    one exits 1 on import, which would block every commit)."""
+    alice, bob = api.agent("alice"), api.agent("bob")
+    reserve(alice, "src/**")
+    (repo / "inbots").mkdir()
+    (repo / "inbots" / "__init__.py").write_text("raise SystemExit(1)\n")
+    ok(api, "guard", "install", "--repo", str(repo))
+    allowed = commit(repo, api, bob, "README.md")
+    assert allowed.returncode == 0, allowed.stderr
+    refused = commit(repo, api, bob, "src/x.py")
+    assert refused.returncode == 1 and "alice" in refused.stderr

@@ -4,7 +4,8 @@ check before each commit.
 ``inbots guard install [--repo DIR]`` writes ``.git/hooks/pre-commit`` (the path git names for
 the repository: ``git rev-parse --git-path hooks``), marked by :data:`MARK`; it refuses to
 overwrite a hook it did not write, and ``inbots guard uninstall`` removes only its own. The hook
-runs :func:`check` with the interpreter that installed it (``python -m inbots.cli.guard check``):
+runs :func:`check` with the interpreter that installed it (``python -P -m inbots.cli.guard
+check``; only its exit 1, a refusal, blocks the commit):
 it lists the staged paths (``git diff --cached --name-only``) and asks the server, as the agent
 whose key is in ``INBOTS_API_KEY``, whether another agent holds an exclusive reservation on any
 of them (``POST /v1/reservations/check``, read-only). Conflicts: it prints who holds which path
@@ -61,7 +62,14 @@ def script(python: str | None = None) -> str:
         f"{MARK}\n"
         "# Refuses a commit of paths another agent has reserved (INBOTS_GUARD=off skips it).\n"
         '[ "$INBOTS_GUARD" = "off" ] && exit 0\n'
-        f"exec {exe} -m inbots.cli.guard check\n"
+        # -P: never import an ``inbots`` directory of the repository being committed.
+        f"{exe} -P -m inbots.cli.guard check\n"
+        "status=$?\n"
+        '[ "$status" -eq 1 ] && exit 1\n'
+        # Only a refusal blocks: an interpreter gone or broken is a warning.
+        '[ "$status" -ne 0 ] && echo "inbots guard: warning: the check did not run (exit '
+        '$status); commit allowed." >&2\n'
+        "exit 0\n"
     )
 
 
