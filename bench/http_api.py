@@ -13,6 +13,10 @@ against two Inbots servers on the same database, one with the caps and the rate 
 (``GOVERNED``: set above what the workload reaches, so every send is checked and none refused)
 and one with them off (``UNGOVERNED``), alternating round by round; the ratio on / off is the
 check's cost (the spec asks that it stay within 10 %).
+
+The same-work floor (``bench.samework_app``: the same statements in the same transactions, by hand
+with psycopg or sqlite3) has two figures, ``send_5_samework`` and ``inbox_c1_p50_samework``,
+each alternating Inbots and the floor round by round.
 """
 
 from __future__ import annotations
