@@ -30,6 +30,9 @@ LARGEST_COUNT = 2**31 - 1
 # An in-flight slot (a lease) outlives the attempt timeout by this much: name resolution and
 # signing happen inside the slot too, before the request's own timeout starts.
 LEASE_MARGIN_SECONDS = 2.0
+# What a send's body may hold beyond the usual cap for each attachment besides its base64
+# data: its name, its media type and the JSON around them.
+ATTACHMENT_OVERHEAD_BYTES = 2048
 
 
 def plain_number(value: float) -> str:
@@ -364,7 +367,11 @@ class Settings(BaseSettings):
         type. (Larger than ``attachments_total_bytes`` allows, so that a send over that total
         gets its answer naming the attachment that crossed it.)"""
         most = self.attachments_max * self.attachment_bytes
-        return self.request_body_max_bytes + 4 * -(-most // 3) + 2048 * self.attachments_max
+        return (
+            self.request_body_max_bytes
+            + 4 * -(-most // 3)
+            + ATTACHMENT_OVERHEAD_BYTES * self.attachments_max
+        )
 
     @property
     def embedded(self) -> bool:

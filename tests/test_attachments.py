@@ -285,6 +285,19 @@ def test_send_routes_take_a_body_as_large_as_the_attachments_allow(api: Api) -> 
     assert_error(bob.post("/acks", json=big_note), 413, "payload_too_large")
 
 
+def test_what_passes_the_usual_cap_must_be_attachments(api: Api) -> None:
+    """The larger cap is for attachments: a send whose body is over 64 KiB without them (or
+    with a small one beside 70 KiB of other JSON) is refused as before attachments, 413
+    naming the usual cap, nothing stored."""
+    alice, bob, thread = pair(api)
+    padded = {"body": "x", "summary": "s", "kind": "update", "pad": " " * (70 * KIB)}
+    for extra in ({}, {"attachments": [attachment("a.txt", "text/plain", b"hi")]}):
+        response = alice.post(f"/threads/{thread}/messages", json={**padded, **extra})
+        assert_error(response, 413, "payload_too_large")
+        assert "65536" in response.json()["error"]["message"]
+    nothing_sent(bob)
+
+
 def test_a_send_body_over_the_send_cap_is_refused_before_it_is_read(api: Api) -> None:
     alice, _, thread = pair(api)
 

@@ -682,9 +682,8 @@ def test_a_search_text_longer_than_its_schema_says_is_a_clear_tool_error(
         assert bob.ok("GET", path, params={field: "x" * longest})["items"] == []
 
 
-# /mcp takes the send routes' cap (send_message carries attachments); with no attachments
-# allowed, that is INBOTS_REQUEST_BODY_MAX_BYTES (64 KiB).
-@pytest.mark.parametrize("settings_overrides", [{"attachments_max": 0}])
+# /mcp takes the send routes' larger cap only for send_message's attachments: a request
+# without any is held to INBOTS_REQUEST_BODY_MAX_BYTES (64 KiB), as before attachments.
 def test_a_request_over_the_body_limit_is_a_clear_json_rpc_error(
     api: Api, connect: Connect, server: ServerThread
 ) -> None:

@@ -604,9 +604,8 @@ def test_a_cancelled_request_is_aborted_and_not_answered(api: Api, server: Serve
     assert ended["relay"] - ended["lines"] < stdio.EOF_GRACE_SECONDS * 0.75
 
 
-# /mcp takes the send routes' cap (send_message carries attachments); with no attachments
-# allowed, that is INBOTS_REQUEST_BODY_MAX_BYTES (64 KiB).
-@pytest.mark.parametrize("settings_overrides", [{"attachments_max": 0}])
+# /mcp takes the send routes' larger cap only for send_message's attachments: a request
+# without any is held to INBOTS_REQUEST_BODY_MAX_BYTES (64 KiB), as before attachments.
 def test_a_request_over_the_body_limit_is_answered_with_its_own_id(
     api: Api, connect: Connect
 ) -> None:

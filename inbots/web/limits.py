@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from inbots.config import Settings
+from inbots.config import ATTACHMENT_OVERHEAD_BYTES, Settings
 from inbots.errors import PayloadTooLarge
 
 CODE_TOO_LARGE = "headers_too_large"
@@ -62,6 +62,65 @@ class HeadLimits:
         size = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
         size += sum(len(name) + len(value) + 4 for name, value in headers)
         return self.too_large() if size > self.max_bytes else None
+
+
+async def _read_whole(receive: Receive, max_bytes: int) -> bytes | None:
+    """The request's body, read as it streams in; None once it passes ``max_bytes`` (the rest
+    is never read)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break  # the client went away: the app sees an empty remainder
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > max_bytes:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes) -> Receive:
+    """A ``receive`` that hands the app ``body`` whole, then waits as the server's would."""
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
+def _attachment_bytes(body: bytes) -> int:
+    """What a send's body may hold beyond the usual cap: its attachments' base64 and a little
+    for each one's name and type. Read from the body's ``attachments`` (a send) or its
+    ``params.arguments.attachments`` (an MCP ``tools/call``); 0 for anything else, so a body
+    over the usual cap without attachments is refused as it always was."""
+    if len(body) <= 2:
+        return 0
+    try:
+        document = json.loads(body)
+    except (ValueError, RecursionError):  # not JSON, or nested too deep: the app says which
+        return 0
+    if not isinstance(document, dict):
+        return 0
+    params = document.get("params")
+    if isinstance(params, dict) and isinstance(params.get("arguments"), dict):
+        document = params["arguments"]
+    attachments = document.get("attachments")
+    if not isinstance(attachments, list):
+        return 0
+    return sum(
+        len(item["data"]) + ATTACHMENT_OVERHEAD_BYTES
+        for item in attachments
+        if isinstance(item, dict) and isinstance(item.get("data"), str)
+    )
 
 
 class BodyTooLarge(HTTPException):
@@ -172,6 +231,15 @@ class BodyLimit:
                 if declared > max_bytes:
                     await self._too_large(scope, send, max_bytes)
                     return
+        if max_bytes > self.max_bytes:  # a send: what passes the usual cap is for attachments
+            body = await _read_whole(receive, max_bytes)
+            if body is None:
+                await self._too_large(scope, send, max_bytes)
+                return
+            if len(body) > self.max_bytes + _attachment_bytes(body):
+                await self._too_large(scope, send, self.max_bytes)
+                return
+            receive = _replay(body)
         seen = 0
         started = False
 
