@@ -175,7 +175,12 @@ def test_read_reply_with_ack_and_sent_say_what_became_of_the_mail(api: Api, mail
     assert replied.stdout.startswith("Sent msg_") and "Acknowledged dlv_" in replied.stdout
     (copy,) = [d for d in asked["deliveries"] if d["recipient"] == "bob"]
     receipt = api.delivery(copy["id"])
-    assert (receipt["state"], receipt["outcome"]) == ("acknowledged", "done")
+    # One call (send with acknowledge): the reply's text is the acknowledgement's note.
+    assert (receipt["state"], receipt["outcome"], receipt["note"]) == (
+        "acknowledged",
+        "done",
+        "Rebased.",
+    )
     history = alice.ok("GET", f"/threads/{task['id']}/messages")["items"]
     assert history[-1]["reply_to"] == message_id and history[-1]["body"] == "Rebased."
 

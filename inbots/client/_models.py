@@ -251,6 +251,21 @@ class SentDelivery(Model):
     state: str
 
 
+class ReplyAcknowledged(Model):
+    """A reply sent with ``acknowledge``: the caller's delivery of the message it answers, and
+    the outcome it now has."""
+
+    delivery_id: str
+    outcome: str | None = None
+
+
+class Skipped(Model):
+    """A recipient a send to several left out: ``inbox_full`` or ``pair_full`` (a cap)."""
+
+    recipient: str
+    reason: str
+
+
 class SendResult(Model):
     """A send's answer. ``duplicate`` is true for a repeat of an idempotency key: the message
     and deliveries are then the original ones."""
@@ -261,6 +276,8 @@ class SendResult(Model):
     held: bool = False  # the workspace's approval policy holds it for the operator
     # a send with to and ref went on in the open thread of the same people and ref
     reused_thread: bool = False
+    acknowledged: ReplyAcknowledged | None = None  # sent with acknowledge= and reply_to
+    skipped: list[Skipped] = []  # recipients at a cap, left out
 
 
 class ReadResult(Model):

@@ -15,7 +15,6 @@ from inbots.cli.client import EXIT_REFUSED, EXIT_USAGE, CliError
 from inbots.cli.mail import lines
 from inbots.cli.mail.agent import agent
 from inbots.client import Kind, Outcome, Priority
-from inbots.kit.text import shown_summary
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -52,9 +51,6 @@ INBOTS_API_KEY missing or refused; 3 the server could not be reached.
 inbots mail hook prints what waits in a few lines, or nothing: for a harness hook.
 Each command's options: inbots mail COMMAND --help.
 """
-
-
-NOTE_SHOWN = 120  # characters of a reply's summary given as the note of its --ack
 
 
 class MailGroup(TyperGroup):
@@ -185,6 +181,8 @@ def reply(
                 "acknowledge: reply without --ack.",
                 EXIT_REFUSED,
             )
+        # With --ack, one call: the reply and the acknowledgement commit together.
+        extra = {} if outcome is None else {"acknowledge": outcome}
         result = api.send(
             answered.thread_id,
             body,
@@ -192,22 +190,15 @@ def reply(
             kind=kind_of(kind),
             reply_to=answered.id,
             priority=pri(priority),
+            **extra,
         )
-        acknowledged: dict[str, str] | None = None
-        if outcome is not None and copy is not None:
-            # TODO(issue 24): one call, api.send(..., reply_to=answered.id, acknowledge=outcome),
-            # once the client's send takes acknowledge (reply and acknowledgement then commit
-            # together); until then the acknowledgement is a second call.
-            sent = result.message  # its summary is the note, as the one call will give it
-            note = None if result.held else shown_summary(sent.summary, sent.body, NOTE_SHOWN)
-            api.acknowledge([copy.id], outcome, note=note)
-            acknowledged = {"delivery_id": copy.id, "outcome": outcome}
     if as_json:
-        dump({**answer(result), **({"acknowledged": acknowledged} if acknowledged else {})})
+        dump(answer(result))  # with --ack: acknowledged {delivery_id, outcome}, as the server says
         return
     said = lines.sent(result)
-    if acknowledged:
-        said += f" Acknowledged {acknowledged['delivery_id']} {outcome}."
+    if result.acknowledged is not None:
+        acked = result.acknowledged
+        said += f" Acknowledged {acked.delivery_id} {acked.outcome or ''}".rstrip() + "."
     write([said])
 
 

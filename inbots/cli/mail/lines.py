@@ -157,6 +157,9 @@ def sent(result: SendResult) -> str:
         line += "; held for the operator's approval"
     if result.duplicate:
         line += " (a repeat: this is the message sent the first time)"
+    if result.skipped:
+        left = ", ".join(f"{s.recipient} ({s.reason.replace('_', ' ')})" for s in result.skipped)
+        line += f"; not sent to {left}"
     return line + "."
 
 
