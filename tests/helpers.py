@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import ssl
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -150,3 +153,17 @@ def attempt_waits(detail: dict[str, Any]) -> list[float]:
     ]
     starts = [datetime.fromisoformat(a["started_at"]).timestamp() for a in attempts]
     return [start - end for end, start in zip(ends, starts[1:], strict=False)]
+
+
+CSRF = re.compile(r'name="csrf" value="([^"]+)"')  # a dashboard form's CSRF token
+
+
+@contextmanager
+def dashboard(api: Api) -> Iterator[httpx.Client]:
+    """A browser-like client signed in to the dashboard as ``api``'s operator."""
+    with httpx.Client(base_url=api.base_url, timeout=30) as client:
+        found = CSRF.search(client.get("/login").text)
+        assert found
+        signed = client.post("/login", data={"token": api.token, "csrf": found.group(1)})
+        assert signed.status_code == 303, signed.text
+        yield client

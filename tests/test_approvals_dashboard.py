@@ -12,10 +12,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.helpers import Api
+from tests.helpers import CSRF, Api, dashboard
 from tests.receivers import FAST
 
-CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 BODY = "Run the migration on the primary, then check every replica caught up."
 
 
@@ -31,12 +30,7 @@ def settings_overrides() -> dict[str, object]:
 
 @pytest.fixture
 def page(api: Api) -> Iterator[httpx.Client]:
-    """A browser-like client signed in to the dashboard as the operator."""
-    with httpx.Client(base_url=api.base_url, timeout=30) as client:
-        found = CSRF.search(client.get("/login").text)
-        assert found
-        signed = client.post("/login", data={"token": api.token, "csrf": found.group(1)})
-        assert signed.status_code == 303, signed.text
+    with dashboard(api) as client:
         yield client
 
 

@@ -4,16 +4,14 @@ that allows nothing; an SVG (which can carry script) is never shown inline, only
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from tests.helpers import Api
+from tests.helpers import Api, dashboard
 from tests.test_attachments import PNG, attachment
 
-CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 SVG = b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>'
 
 
@@ -24,12 +22,7 @@ def backend() -> str:
 
 @pytest.fixture
 def page(api: Api) -> Iterator[httpx.Client]:
-    """A browser-like client signed in to the dashboard as the operator."""
-    with httpx.Client(base_url=api.base_url, timeout=30) as client:
-        found = CSRF.search(client.get("/login").text)
-        assert found
-        signed = client.post("/login", data={"token": api.token, "csrf": found.group(1)})
-        assert signed.status_code == 303, signed.text
+    with dashboard(api) as client:
         yield client
 
 

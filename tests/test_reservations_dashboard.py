@@ -10,9 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.helpers import Api
-
-CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+from tests.helpers import Api, dashboard
 
 
 @pytest.fixture
@@ -22,12 +20,7 @@ def backend() -> str:
 
 @pytest.fixture
 def page(api: Api) -> Iterator[httpx.Client]:
-    """A browser-like client signed in to the dashboard as the operator."""
-    with httpx.Client(base_url=api.base_url, timeout=30) as client:
-        found = CSRF.search(client.get("/login").text)
-        assert found
-        signed = client.post("/login", data={"token": api.token, "csrf": found.group(1)})
-        assert signed.status_code == 303, signed.text
+    with dashboard(api) as client:
         yield client
 
 
