@@ -6,16 +6,14 @@ an HTTP client (the API tests cover both databases)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from inbots.cli.main import main
 from tests.helpers import Api
 from tests.receivers import FAST
-from tests.test_cli import Run
+from tests.test_cli import Run, in_process
 
 Cli = Callable[..., Run]
 
@@ -35,15 +33,8 @@ def cli(api: Api, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
     """``inbots …`` as the operator, in this process."""
 
     def run(*args: str) -> Run:
-        monkeypatch.setenv("INBOTS_URL", api.base_url)
-        monkeypatch.setenv("INBOTS_OPERATOR_TOKEN", api.token)
-        monkeypatch.setenv("COLUMNS", "200")
-        monkeypatch.setattr(sys, "argv", ["inbots", *args])
-        with pytest.raises(SystemExit) as done:
-            main()
-        captured = capsys.readouterr()
-        code = done.value.code
-        return Run(code if isinstance(code, int) else 0, captured.out, captured.err)
+        env = {"INBOTS_URL": api.base_url, "INBOTS_OPERATOR_TOKEN": api.token, "COLUMNS": "200"}
+        return in_process(monkeypatch, capsys, env, *args)
 
     return run
 

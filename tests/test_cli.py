@@ -61,6 +61,29 @@ class Run:
         return json.loads(self.stdout)
 
 
+def in_process(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    env: dict[str, str],
+    *args: str,
+    stdin: str | None = None,
+) -> Run:
+    """``inbots …`` in this process, through ``inbots.cli.main.main`` (errors and exit codes
+    included): the console script's code path without a second of CPU per command."""
+    from inbots.cli.main import main
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(sys, "argv", ["inbots", *args])
+    if stdin is not None:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    with pytest.raises(SystemExit) as done:
+        main()
+    captured = capsys.readouterr()
+    code = done.value.code
+    return Run(code if isinstance(code, int) else 0, captured.out, captured.err)
+
+
 def cli_env(api: Api | None, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("INBOTS_", "FORCE_COLOR"))}
     env |= {"COLUMNS": "200", "NO_COLOR": "", "TERM": "dumb"}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 import time
 from typing import Any
 
@@ -18,12 +17,11 @@ import httpx
 import pytest
 
 from inbots.cli.mail import hook, lines
-from inbots.cli.main import main
 from inbots.client import Client, Inbox, InboxItem, glance
 from tests.conftest import free_port
 from tests.helpers import Api, Caller
 from tests.receivers import FAST
-from tests.test_cli import Run, inbots
+from tests.test_cli import Run, in_process, inbots
 
 
 @pytest.fixture
@@ -55,16 +53,8 @@ def mail(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) ->
     """``inbots mail …`` in this process, through ``main()`` (errors and exit codes included)."""
 
     def run(api: Api, caller: Caller, *args: str, stdin: str | None = None) -> Run:
-        monkeypatch.setenv("INBOTS_URL", api.base_url)
-        monkeypatch.setenv("INBOTS_API_KEY", caller.token)
-        monkeypatch.setattr(sys, "argv", ["inbots", "mail", *args])
-        if stdin is not None:
-            monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-        with pytest.raises(SystemExit) as done:
-            main()
-        captured = capsys.readouterr()
-        code = done.value.code
-        return Run(code if isinstance(code, int) else 0, captured.out, captured.err)
+        env = as_agent(caller, api.base_url)
+        return in_process(monkeypatch, capsys, env, "mail", *args, stdin=stdin)
 
     return run
 
