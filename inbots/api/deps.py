@@ -1,12 +1,15 @@
-"""Dependencies: the caller is resolved (401/403) before the body is even looked at."""
+"""Dependencies. A request's caller is resolved once, on the worker thread its endpoint runs on
+(one thread hop a request), and before anything else is said of the request: an unknown caller
+gets 401 (a wrong role 403) even when its body is also wrong (see :class:`AuthFirstRoute`)."""
 
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import math
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from contextvars import ContextVar
 from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
 
 from fastapi import Depends, Header, Request, Response
@@ -27,12 +30,42 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 
-@dataclass
-class Context:
-    """A resolved caller and a way to run one service call in its own unit of work."""
+class PendingCaller:
+    """One request's caller, resolved on first use (401; 403 for the wrong role), once."""
 
-    request: Request
-    caller: Caller
+    def __init__(self, request: Request, role: str | None) -> None:
+        self._request = request
+        self._role = role
+        self._caller: Caller | None = None
+        self.tried = False
+
+    def get(self) -> Caller:
+        """The caller; touches the database the first time, so call it on a worker thread."""
+        if self._caller is None:
+            self.tried = True
+            caller = resolve_caller(self._request, authorization_of(self._request))
+            if self._role == "operator":
+                caller.require_operator()
+            elif self._role == "agent":
+                caller.require_agent()
+            self._caller = caller
+        return self._caller
+
+
+# The request's PendingCaller, for its endpoint's worker thread (anyio copies the context there).
+_PENDING: ContextVar[PendingCaller | None] = ContextVar("inbots_pending_caller", default=None)
+
+
+class Context:
+    """A request, its caller and a way to run one service call in its own unit of work."""
+
+    def __init__(self, request: Request, caller: PendingCaller) -> None:
+        self.request = request
+        self._caller = caller
+
+    @property
+    def caller(self) -> Caller:
+        return self._caller.get()
 
     def run(
         self,
@@ -149,24 +182,23 @@ _bearer = HTTPBearer(
 
 
 # The dependencies below are async on purpose: FastAPI runs a sync dependency in a worker-thread
-# hop of its own, and under an AuthFirstRoute the caller is already resolved (no I/O left here).
+# hop of its own. None of them touches the database: the caller is resolved by AuthFirstRoute.
 async def context(
     request: Request,
     _documented: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Context:
-    caller: Caller | None = getattr(request.state, "caller", None)
-    if caller is None:
-        caller = await run_in_threadpool(resolve_caller, request, authorization_of(request))
-    return Context(request, caller)
+    pending = _PENDING.get()
+    assert pending is not None, "a route with a caller is an AuthFirstRoute"
+    return Context(request, pending)
 
 
 async def operator_context(ctx: Annotated[Context, Depends(context)]) -> Context:
-    ctx.caller.require_operator()
+    """The operator's context (AuthFirstRoute checks the role as it resolves the caller)."""
     return ctx
 
 
 async def agent_context(ctx: Annotated[Context, Depends(context)]) -> Context:
-    ctx.caller.require_agent()
+    """An agent's context (AuthFirstRoute checks the role as it resolves the caller)."""
     return ctx
 
 
@@ -192,27 +224,58 @@ def _needs_caller(dependant: Dependant) -> bool:
 
 
 class AuthFirstRoute(APIRoute):
-    """Resolves the caller (401) and checks its role (403) before FastAPI reads the body, so an
-    unauthenticated request with a malformed body gets 401, not 422."""
+    """Resolves the caller (401) and checks its role (403) before anything else is said of the
+    request, so an unauthenticated request with a malformed body gets 401, not 422.
+
+    A sync endpoint resolves it on its own worker thread, just before it runs (one thread hop a
+    request: a hop costs more CPU than the lookup); an async one, on a worker thread before it
+    runs. A request refused before its endpoint ran (a body, a query value) resolves it first,
+    so that refusal is only told to a known caller of the right role."""
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        if not inspect.iscoroutinefunction(endpoint):
+            endpoint = _resolving_first(endpoint)
+        super().__init__(path, endpoint, **kwargs)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        needs_caller = _needs_caller(self.dependant)
+        resolve_first = inspect.iscoroutinefunction(self.endpoint)
         handler = super().get_route_handler()
         if self.body_field is None and (self.methods or set()) & _BODY_METHODS:
             handler = _refusing_a_body(handler)
-        if not _needs_caller(self.dependant):
+        if not needs_caller:
             return handler
         role = _role_of(self.dependant)
 
         async def authenticated(request: Request) -> Response:
-            caller = await run_in_threadpool(resolve_caller, request, authorization_of(request))
-            if role == "operator":
-                caller.require_operator()
-            elif role == "agent":
-                caller.require_agent()
-            request.state.caller = caller
-            return await handler(request)
+            pending = PendingCaller(request, role)
+            token = _PENDING.set(pending)
+            try:
+                if resolve_first:
+                    await run_in_threadpool(pending.get)
+                return await handler(request)
+            except Exception:
+                if not pending.tried:  # refused before its endpoint ran: the caller comes first
+                    await run_in_threadpool(pending.get)
+                raise
+            finally:
+                _PENDING.reset(token)
 
         return authenticated
+
+
+def _resolving_first(endpoint: Callable[..., Any]) -> Callable[..., Any]:
+    """A sync ``endpoint`` that first resolves its request's caller (if it has one), on the
+    worker thread it runs on. FastAPI reads the signature through ``__wrapped__``."""
+
+    @functools.wraps(endpoint)
+    def call(*args: Any, **values: Any) -> Any:
+        pending = _PENDING.get()
+        if pending is not None:
+            pending.get()
+        return endpoint(*args, **values)
+
+    return call
 
 
 _BODY_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
