@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
+from typing import Any
 
-from sqlalchemy import Float, case, cast, literal
+from sqlalchemy import Float, bindparam, case
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from inbots.caller import Caller
 from inbots.config import Settings
-from inbots.db.engine import upsert_for
 from inbots.db.uow import UnitOfWork
 from inbots.errors import Invalid, RateLimited
 from inbots.models.messages import SendBucket
@@ -66,6 +69,26 @@ def check_send_cost(settings: Settings, recipients: int, field: str | None) -> i
     return cost
 
 
+def _spending(upsert: Callable[[type[SendBucket]], Any]) -> Any:
+    """:func:`spend`'s upsert for one dialect, built once: it refills the bucket and spends at
+    once, returning what is left. Its values: ``b_agent``, ``b_cost``, ``b_burst``,
+    ``b_per_second`` and ``b_now`` (seconds since the epoch)."""
+    now = bindparam("b_now", type_=Float)
+    burst = bindparam("b_burst", type_=Float)
+    cost = bindparam("b_cost", type_=Float)
+    refilled = SendBucket.tokens + (now - SendBucket.stamp) * bindparam("b_per_second", Float)
+    statement = upsert(SendBucket).values(
+        agent_id=bindparam("b_agent"), tokens=burst - cost, stamp=now
+    )
+    return statement.on_conflict_do_update(
+        index_elements=[SendBucket.agent_id],
+        set_={"tokens": case((refilled > burst, burst), else_=refilled) - cost, "stamp": now},
+    ).returning(SendBucket.tokens)
+
+
+_SPEND = {"sqlite": _spending(sqlite_insert), "postgresql": _spending(postgresql_insert)}
+
+
 def spend(uow: UnitOfWork, caller: Caller, tokens: int = 1, *, recipients: int = 0) -> None:
     """Spend ``tokens`` of the caller's bucket in this transaction, or refuse the write
     (``RateLimited``) if the bucket cannot cover them yet. Does nothing for the operator or
@@ -73,22 +96,15 @@ def spend(uow: UnitOfWork, caller: Caller, tokens: int = 1, *, recipients: int =
     s = uow.settings
     if not applies(s, caller):
         return
-    burst, now = float(s.rate_limit_burst), time.time()
-    refilled = SendBucket.tokens + (literal(now, Float) - SendBucket.stamp) * (
-        s.rate_limit_per_minute / 60.0
-    )
-    statement = upsert_for(uow.session)(SendBucket).values(
-        agent_id=caller.agent_id, tokens=burst - tokens, stamp=now
-    )
-    left = uow.session.execute(
-        statement.on_conflict_do_update(
-            index_elements=[SendBucket.agent_id],
-            set_={
-                "tokens": case((refilled > burst, burst), else_=refilled) - tokens,
-                "stamp": cast(literal(now), Float),
-            },
-        ).returning(SendBucket.tokens)
-    ).scalar_one()
+    connection = uow.session.connection()
+    values = {
+        "b_agent": caller.agent_id,
+        "b_cost": float(tokens),
+        "b_burst": float(s.rate_limit_burst),
+        "b_per_second": s.rate_limit_per_minute / 60.0,
+        "b_now": time.time(),
+    }
+    left = connection.execute(_SPEND[connection.dialect.name], values).scalar_one()
     if left < 0:
         raise refusal(s, left, tokens, recipients)
 

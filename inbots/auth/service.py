@@ -7,8 +7,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import and_, func, literal, or_, select, update
+from sqlalchemy import Select, and_, bindparam, func, literal, or_, select, update
 
 from inbots.auth import rate_limit
 from inbots.caller import Caller, SessionSeen
@@ -99,31 +100,35 @@ def parse_bearer(header: str | None) -> str:
     return token
 
 
-def authenticate(uow: UnitOfWork, token: str, session: SessionSeen | None = None) -> Caller:
-    """Resolve a well-formed token to its caller, or 401. Compares hashes in constant time. A
-    revoked operator token, or a revoked agent key (its row is gone), authenticates nothing.
-    An agent's key, its agent and the named session's row are one indexed query."""
-    digest = tokens.hash_token(token)
-    if token.startswith(tokens.OPERATOR_TOKEN_PREFIX):
-        row = uow.session.execute(
-            select(OperatorToken, Agent)
-            .join(Agent, Agent.workspace_id == OperatorToken.workspace_id)
-            .where(
-                OperatorToken.token_hash == digest,
-                OperatorToken.revoked_at.is_(None),
-                Agent.kind == KIND_OPERATOR,
-            )
-        ).first()
-        if row is None or not tokens.matches(token, row[0].token_hash):
-            raise Unauthorized(_BAD_TOKEN)
-        return operator_caller(row[1], row[0])
-    # The named session's row comes along (None when there is none yet, or none is named).
+# The lookups, built once (their values are bound per request): building a SELECT costs more
+# than running it.
+_OPERATOR_TOKEN = (
+    select(
+        OperatorToken.id,
+        OperatorToken.token_hash,
+        OperatorToken.last_used_at,
+        Agent.workspace_id,
+        Agent.id,
+        Agent.username,
+    )
+    .join(Agent, Agent.workspace_id == OperatorToken.workspace_id)
+    .where(
+        OperatorToken.token_hash == bindparam("digest"),
+        OperatorToken.revoked_at.is_(None),
+        Agent.kind == KIND_OPERATOR,
+    )
+)
+
+
+def _agent_key(session: bool) -> Select[*tuple[Any, ...]]:
+    """An agent's key, its agent and (``session``: the named one, by ``session_key``) the
+    session's row, in one indexed query."""
     named = (
-        and_(AgentSession.agent_id == Agent.id, AgentSession.session_key == session.key)
-        if session is not None
+        and_(AgentSession.agent_id == Agent.id, AgentSession.session_key == bindparam("session"))
+        if session
         else literal(False)
     )
-    stmt = (
+    return (
         select(
             AgentKey.id,
             AgentKey.key_hash,
@@ -137,9 +142,28 @@ def authenticate(uow: UnitOfWork, token: str, session: SessionSeen | None = None
         )
         .join(Agent, Agent.id == AgentKey.agent_id)
         .outerjoin(AgentSession, named)
-        .where(AgentKey.key_hash == digest)
+        .where(AgentKey.key_hash == bindparam("digest"))
     )
-    found = uow.session.execute(stmt).first()
+
+
+_AGENT_KEY = {False: _agent_key(False), True: _agent_key(True)}
+
+
+def authenticate(uow: UnitOfWork, token: str, session: SessionSeen | None = None) -> Caller:
+    """Resolve a well-formed token to its caller, or 401. Compares hashes in constant time. A
+    revoked operator token, or a revoked agent key (its row is gone), authenticates nothing.
+    An agent's key, its agent and the named session's row are one indexed query."""
+    digest = tokens.hash_token(token)
+    run = uow.session.connection().execute
+    if token.startswith(tokens.OPERATOR_TOKEN_PREFIX):
+        row = run(_OPERATOR_TOKEN, {"digest": digest}).first()
+        if row is None or not tokens.matches(token, row[1]):
+            raise Unauthorized(_BAD_TOKEN)
+        token_id, _, last_used, workspace_id, operator_id, username = row
+        return Caller(workspace_id, operator_id, username, True, last_used, token_id)
+    # The named session's row comes along (None when there is none yet, or none is named).
+    values = {"digest": digest} if session is None else {"digest": digest, "session": session.key}
+    found = run(_AGENT_KEY[session is not None], values).first()
     if found is None:
         raise Unauthorized(_BAD_TOKEN)
     # session_seen_at is None when there is no session row yet (or none is named).
@@ -188,41 +212,37 @@ def needs_touch(caller: Caller, resolution_seconds: float) -> bool:
     )
 
 
+def _stamp_activity(column: Any, key: Any) -> Any:
+    """``UPDATE … SET column = :at WHERE key = :row AND (column IS NULL OR column <= :cutoff)``:
+    an activity stamp that never moves backwards, built once."""
+    return (
+        update(column.class_)
+        .where(
+            key == bindparam("row"),
+            or_(column.is_(None), column <= bindparam("cutoff", type_=column.type)),
+        )
+        .values({column.key: bindparam("at", type_=column.type)})
+    )
+
+
+_TOUCH_TOKEN = _stamp_activity(OperatorToken.last_used_at, OperatorToken.id)
+_TOUCH_AGENT = _stamp_activity(Agent.last_seen_at, Agent.id)
+_TOUCH_KEY = _stamp_activity(AgentKey.last_used_at, AgentKey.id)
+
+
 def touch(uow: UnitOfWork, caller: Caller) -> None:
     """Stamp the agent's activity (``last_seen_at``), or the operator token's
     ``last_used_at``; never moves either backwards."""
     now = utcnow()
     resolution = timedelta(seconds=uow.settings.last_seen_resolution_seconds)
+    run = uow.session.connection().execute
+    values = {"at": now, "cutoff": now - resolution}
     if caller.is_operator:
-        uow.session.execute(
-            update(OperatorToken)
-            .where(
-                OperatorToken.id == caller.token_id,
-                or_(
-                    OperatorToken.last_used_at.is_(None),
-                    OperatorToken.last_used_at <= now - resolution,
-                ),
-            )
-            .values(last_used_at=now)
-        )
+        run(_TOUCH_TOKEN, {**values, "row": caller.token_id})
         return
-    uow.session.execute(
-        update(Agent)
-        .where(
-            Agent.id == caller.agent_id,
-            or_(Agent.last_seen_at.is_(None), Agent.last_seen_at <= now - resolution),
-        )
-        .values(last_seen_at=now)
-    )
+    run(_TOUCH_AGENT, {**values, "row": caller.agent_id})
     if caller.key_id is not None:
-        uow.session.execute(
-            update(AgentKey)
-            .where(
-                AgentKey.id == caller.key_id,
-                or_(AgentKey.last_used_at.is_(None), AgentKey.last_used_at <= now - resolution),
-            )
-            .values(last_used_at=now)
-        )
+        run(_TOUCH_KEY, {**values, "row": caller.key_id})
     seen = caller.session
     if seen is not None:
         last = caller.session_last_seen_at

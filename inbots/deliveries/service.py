@@ -4,11 +4,13 @@ the working heartbeat and acknowledgements. The operator's console of every deli
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime
 from types import SimpleNamespace
+from typing import Any, NamedTuple
 
-from sqlalchemy import ColumnElement, and_, func, or_, select, update
+from sqlalchemy import ColumnElement, Select, and_, bindparam, func, or_, select, update
 
 from inbots.attachments import service as attachments
 from inbots.caller import Caller
@@ -96,7 +98,7 @@ def shown(uow: UnitOfWork, rows: Sequence[Stamped]) -> None:
     """The recipient's client was shown these deliveries: stamp delivered."""
     ids = [r.id for r in rows if r.delivered_at is None]
     if ids:
-        now = stamp(uow, "delivered_at", Delivery.id.in_(ids))
+        now = stamp(uow, "delivered_at", ids)
         _apply(rows, "delivered_at", now)
 
 
@@ -105,20 +107,42 @@ def opened(uow: UnitOfWork, rows: Sequence[Stamped]) -> None:
     shown(uow, rows)
     ids = [r.id for r in rows if r.fetched_at is None]
     if ids:
-        now = stamp(uow, "fetched_at", Delivery.id.in_(ids))
+        now = stamp(uow, "fetched_at", ids)
         _apply(rows, "fetched_at", now)
 
 
-def _open_inbox(caller: Caller) -> list[ColumnElement[bool]]:
-    """The caller's waiting mail: exactly the rows of its slice of ``ix_deliveries_inbox``."""
-    return [Delivery.recipient_id == caller.agent_id, *Delivery.waiting()]
+# The inbox's statements are built once per shape (which filters a listing uses, and its page
+# size) and run with this listing's values: building a SELECT costs more than running it.
+_WAITING_COUNT = (  # an index-only scan of ix_deliveries_inbox on PostgreSQL
+    select(func.count())
+    .select_from(Delivery)
+    .where(Delivery.recipient_id == bindparam("recipient"), *Delivery.waiting())
+)
+_HAS_UNSHOWN = (
+    select(Delivery.id)
+    .where(
+        Delivery.recipient_id == bindparam("recipient"),
+        *Delivery.waiting(),
+        Delivery.delivered_at.is_(None),
+    )
+    .limit(1)
+)
+
+
+class _Shape(NamedTuple):
+    """Which filters an inbox listing uses (their values are bound when it runs)."""
+
+    acked: bool | None  # None: both halves (status=all)
+    priority: bool
+    since: str | None  # "delivery" (after a delivery id) or "time" (accepted after), or None
+    bodies: bool
 
 
 def _inbox_filters(
     status: str | None, priority: str | None, since: str | None, include: str | None
-) -> tuple[list[ColumnElement[bool]], bool]:
-    """The WHERE clauses of an inbox listing's filters, and whether it carries bodies."""
-    where: list[ColumnElement[bool]] = []
+) -> tuple[_Shape, dict[str, object]]:
+    """An inbox listing's filters: their shape and their values."""
+    values: dict[str, object] = {}
     status = status or "unacked"
     if status not in INBOX_STATUSES:
         raise Invalid(
@@ -126,26 +150,23 @@ def _inbox_filters(
             "acknowledged) or all.",
             field="status",
         )
-    if status == "unacked":
-        where.append(Delivery.acknowledged_at.is_(None))
-    elif status == "acked":
-        where.append(Delivery.acknowledged_at.is_not(None))
     if priority:
         if priority not in PRIORITIES:
             raise Invalid(
                 "priority must be urgent (only urgent mail) or normal; leave it out for both.",
                 field="priority",
             )
-        where.append(Delivery.priority_rank == priority_rank(priority))
+        values["rank"] = priority_rank(priority)
+    since_kind = None
     if since:
         if kind_of(since) == "delivery":
-            where.append(Delivery.id > since)
+            since_kind, values["since"] = "delivery", since
         else:
             takes = (
                 "must be a delivery id (dlv_…, from an earlier inbox answer) or an RFC 3339 time "
                 "with its zone, such as 2026-11-29T18:10:00Z"
             )
-            where.append(Delivery.accepted_at > time_field(since, "since", takes))
+            since_kind, values["since"] = "time", time_field(since, "since", takes)
     bodies = False
     for part in (include or "").split(","):
         if part.strip() == "body":
@@ -155,7 +176,56 @@ def _inbox_filters(
                 "include takes body (include=body): each item then carries the message's body.",
                 field="include",
             )
-    return where, bodies
+    acked = {"unacked": False, "acked": True}.get(status)
+    return _Shape(acked, bool(priority), since_kind, bodies), values
+
+
+@functools.lru_cache(maxsize=256)
+def _listing(shape: _Shape, acked: bool, after: bool, unshown_only: bool, rows: int) -> Select[Any]:
+    """A page of ``rows`` of the recipient's inbox of this shape, acknowledged or not: its
+    values are ``recipient`` and those of :func:`_inbox_filters` (``rank``, ``since``), and with
+    ``after`` the cursor's ``after_rank`` and ``after_id``."""
+    # Expired mail and mail in a closed thread has left the inbox; held (or rejected) mail is
+    # not the recipient's (yet). Unacknowledged, this is the predicate of ix_deliveries_inbox.
+    where: list[ColumnElement[bool]] = [
+        Delivery.acknowledged_at.is_not(None) if acked else Delivery.acknowledged_at.is_(None)
+    ]
+    if shape.priority:
+        where.append(Delivery.priority_rank == bindparam("rank"))
+    if shape.since == "delivery":
+        where.append(Delivery.id > bindparam("since"))
+    elif shape.since == "time":
+        where.append(Delivery.accepted_at > bindparam("since", type_=Delivery.accepted_at.type))
+    where += [Delivery.recipient_id == bindparam("recipient"), *Delivery.in_inbox()]
+    if unshown_only:
+        where.append(Delivery.delivered_at.is_(None))
+    if after:
+        rank = bindparam("after_rank", type_=Delivery.priority_rank.type)
+        where.append(
+            or_(
+                Delivery.priority_rank > rank,
+                and_(Delivery.priority_rank == rank, Delivery.id > bindparam("after_id")),
+            )
+        )
+    return (
+        select(
+            *_LISTED,
+            Thread.title.label("thread_title"),
+            Thread.ref.label("thread_ref"),
+            Agent.username.label("sender"),
+            Message.kind.label("kind"),
+            Message.priority.label("message_priority"),
+            Message.summary.label("summary"),
+            Message.body.label("body"),
+            Message.created_at.label("sent_at"),
+        )
+        .join(Thread, Thread.id == Delivery.thread_id)
+        .join(Message, Message.id == Delivery.message_id)
+        .join(Agent, Agent.id == Message.sender_id)
+        .where(*where)
+        .order_by(Delivery.priority_rank, Delivery.id)
+        .limit(rows)
+    )
 
 
 @mostly_reads
@@ -185,52 +255,27 @@ def inbox(
     already seen. ``waiting`` always counts all unacknowledged mail.
     """
     s = uow.settings
-    status = status or "unacked"
-    where, bodies = _inbox_filters(status, priority, since, include)
+    shape, values = _inbox_filters(status, priority, since, include)
+    bodies = shape.bodies
     after = INBOX.decode(cursor)
     count = limit or s.list_default
     if bodies:
         count = min(count, s.inbox_bodies_max)
-    # Expired mail and mail in a closed thread has left the inbox; held (or rejected) mail is
-    # not the recipient's (yet). Unacknowledged, this is the predicate of ix_deliveries_inbox.
-    where += [Delivery.recipient_id == caller.agent_id, *Delivery.in_inbox()]
-    if unshown_only:
-        where.append(Delivery.delivered_at.is_(None))
+    values["recipient"] = caller.agent_id
     if after is not None:
-        rank, last_id = after
-        where.append(
-            or_(
-                Delivery.priority_rank > rank,
-                and_(Delivery.priority_rank == rank, Delivery.id > last_id),
-            )
-        )
+        values["after_rank"], values["after_id"] = after
     waiting = waiting_count(uow, caller)
-    listing = (
-        select(
-            *_LISTED,
-            Thread.title.label("thread_title"),
-            Thread.ref.label("thread_ref"),
-            Agent.username.label("sender"),
-            Message.kind.label("kind"),
-            Message.priority.label("message_priority"),
-            Message.summary.label("summary"),
-            Message.body.label("body"),
-            Message.created_at.label("sent_at"),
-        )
-        .join(Thread, Thread.id == Delivery.thread_id)
-        .join(Message, Message.id == Delivery.message_id)
-        .join(Agent, Agent.id == Message.sender_id)
-        .where(*where)
-        .order_by(Delivery.priority_rank, Delivery.id)
-        .limit(count + 1)
-    )
-    if status != "all":
-        rows = list(uow.session.execute(listing).all())
+    run = uow.session.connection().execute
+    halves = (False, True) if shape.acked is None else (shape.acked,)
+    statements = [
+        _listing(shape, half, after is not None, unshown_only, count + 1) for half in halves
+    ]
+    if len(statements) == 1:
+        rows = list(run(statements[0], values).all())
     else:
         # Both halves, each read in order from its own partial index, merged: one index scan
         # per half instead of every delivery of the recipient sorted.
-        halves = (Delivery.acknowledged_at.is_(None), Delivery.acknowledged_at.is_not(None))
-        rows = [row for half in halves for row in uow.session.execute(listing.where(half))]
+        rows = [row for statement in statements for row in run(statement, values)]
         rows.sort(key=lambda row: (row.priority_rank, row.id))
         rows = rows[: count + 1]
     page, following = rows[:count], len(rows) > count
@@ -276,18 +321,14 @@ def inbox(
 @reads
 def waiting_count(uow: UnitOfWork, caller: Caller) -> int:
     """How many unacknowledged deliveries the caller has in threads that are not closed."""
-    total = uow.session.scalar(  # an index-only scan of ix_deliveries_inbox on PostgreSQL
-        select(func.count()).select_from(Delivery).where(*_open_inbox(caller))
-    )
+    total = uow.session.connection().scalar(_WAITING_COUNT, {"recipient": caller.agent_id})
     return total or 0
 
 
 @reads
 def has_unshown(uow: UnitOfWork, caller: Caller) -> bool:
     """Whether the caller has unacknowledged mail it has not been shown yet (the wait's trigger)."""
-    found = uow.session.scalar(
-        select(Delivery.id).where(*_open_inbox(caller), Delivery.delivered_at.is_(None)).limit(1)
-    )
+    found = uow.session.connection().scalar(_HAS_UNSHOWN, {"recipient": caller.agent_id})
     return found is not None
 
 

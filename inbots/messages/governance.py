@@ -38,13 +38,15 @@ transaction rolls back, so nothing of it is stored and no token is spent. A cap 
 
 from __future__ import annotations
 
+import functools
 import time
 import weakref
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from sqlalchemy import Connection, Engine, case, delete, func, select, text, update
+from sqlalchemy import Connection, Engine, bindparam, case, delete, func, select, text, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from inbots.auth import rate_limit
@@ -176,22 +178,30 @@ def _count_postgres(
     )
 
 
+@functools.lru_cache(maxsize=64)
+def _pair_upsert(recipients: int) -> Any:
+    """SQLite: one upsert of the (recipient, sender) ledger rows of a send to ``recipients``
+    agents, returning each row's count with this send in it; built once per number of
+    recipients. Its values: ``agent`` and ``r0``, ``r1``, … (the recipients)."""
+    rows = [
+        {"recipient_id": bindparam(f"r{i}"), "sender_id": bindparam("agent"), "open_count": 1}
+        for i in range(recipients)
+    ]
+    return (
+        sqlite_insert(CapLedger)
+        .values(rows)
+        .on_conflict_do_update(
+            index_elements=[CapLedger.recipient_id, CapLedger.sender_id],
+            set_={"open_count": CapLedger.open_count + 1},
+        )
+        .returning(CapLedger.recipient_id, CapLedger.open_count)
+    )
+
+
 def _count_sqlite(uow: UnitOfWork, agent_id: str, recipient_ids: list[str]) -> _Counted:
-    connection = uow.session.connection()
-    pairs = {
-        rid: count
-        for rid, count in connection.execute(
-            sqlite_insert(CapLedger)
-            .values(
-                [{"recipient_id": r, "sender_id": agent_id, "open_count": 1} for r in recipient_ids]
-            )
-            .on_conflict_do_update(
-                index_elements=[CapLedger.recipient_id, CapLedger.sender_id],
-                set_={"open_count": CapLedger.open_count + 1},
-            )
-            .returning(CapLedger.recipient_id, CapLedger.open_count)
-        ).all()
-    }
+    values = {"agent": agent_id, **{f"r{i}": rid for i, rid in enumerate(recipient_ids)}}
+    found = uow.session.connection().execute(_pair_upsert(len(recipient_ids)), values)
+    pairs = {rid: count for rid, count in found.all()}
     return _Counted(None, pairs, _estimates(uow, recipient_ids))
 
 
@@ -299,19 +309,26 @@ def _leave_out(uow: UnitOfWork, caller: Caller, message_id: str, full: dict[str,
     )
 
 
+def _sums(pairs_only: bool) -> Any:
+    """:func:`_estimates`' statement, built once; its value is ``ids``."""
+    statement = (
+        select(CapLedger.recipient_id, func.sum(CapLedger.open_count))
+        .where(CapLedger.recipient_id.in_(bindparam("ids", expanding=True)))
+        .group_by(CapLedger.recipient_id)
+    )
+    return statement.where(CapLedger.sender_id != TOTAL) if pairs_only else statement
+
+
+_SUMS = {pairs_only: _sums(pairs_only) for pairs_only in (False, True)}
+
+
 def _estimates(
     uow: UnitOfWork, recipient_ids: Sequence[str], *, pairs_only: bool = False
 ) -> dict[str, int]:
     """Each recipient's ledger sum: an upper bound of what the caps count (as this transaction
     sees it), or with ``pairs_only`` the sum of its (recipient, sender) rows alone."""
-    statement = (
-        select(CapLedger.recipient_id, func.sum(CapLedger.open_count))
-        .where(CapLedger.recipient_id.in_(recipient_ids))
-        .group_by(CapLedger.recipient_id)
-    )
-    if pairs_only:
-        statement = statement.where(CapLedger.sender_id != TOTAL)
-    found = {rid: int(total or 0) for rid, total in uow.session.execute(statement).all()}
+    rows = uow.session.connection().execute(_SUMS[pairs_only], {"ids": list(recipient_ids)})
+    found = {rid: int(total or 0) for rid, total in rows.all()}
     return {rid: found.get(rid, 0) for rid in recipient_ids}
 
 

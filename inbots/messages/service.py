@@ -12,8 +12,9 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Protocol
 
-from sqlalchemy import insert, or_, select
+from sqlalchemy import bindparam, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm.attributes import set_committed_value
 
 from inbots.agents import service as agents
 from inbots.approvals import service as approvals
@@ -66,6 +67,33 @@ from inbots.webhooks import subscriptions
 from inbots.webhooks.subscriptions import MESSAGE_CREATED
 
 log = logging.getLogger(__name__)
+
+# The send path's statements, built once (their values are bound per send): building a statement
+# costs more than running it.
+_RECIPIENTS = (  # the other active participants, in the order they joined
+    select(Agent.id, Agent.username, Agent.webhook_url, Agent.webhook_events)
+    .join(Participant, Participant.agent_id == Agent.id)
+    .where(
+        Participant.thread_id == bindparam("thread"),
+        Agent.id != bindparam("sender"),
+        Agent.status == "active",
+    )
+    .order_by(Participant.added_at, Agent.username)
+)
+_NAMED = select(Message.id).where(
+    Message.id == bindparam("reply_to"), Message.thread_id == bindparam("thread")
+)
+# A held or rejected message is unknown to all but its sender (the operator knows them all).
+_REPLY_TO = {
+    True: _NAMED,
+    False: _NAMED.where(or_(Message.released(), Message.sender_id == bindparam("sender"))),
+}
+_INSERT_DELIVERIES = insert(Delivery)
+_THREAD_ACTIVE = (
+    update(Thread)
+    .where(Thread.id == bindparam("thread"))
+    .values(last_activity_at=bindparam("at", type_=Thread.last_activity_at.type))
+)
 
 
 def check_idempotency_key(key: str | None, uow: UnitOfWork) -> str | None:
@@ -234,10 +262,13 @@ def _replay(
     )
 
 
+_BY_KEY = select(Message).where(
+    Message.sender_id == bindparam("sender"), Message.idempotency_key == bindparam("key")
+)
+
+
 def _by_key(uow: UnitOfWork, sender_id: str, key: str) -> Message | None:
-    return uow.session.scalars(
-        select(Message).where(Message.sender_id == sender_id, Message.idempotency_key == key)
-    ).first()
+    return uow.session.scalars(_BY_KEY, {"sender": sender_id, "key": key}).first()
 
 
 def _not_open(thread: Thread) -> str | Pointing:
@@ -287,23 +318,16 @@ def send_message(
     if thread.status != OPEN:
         raise ThreadNotOpen(_not_open(thread))
     if reply_to is not None:
-        named = select(Message.id).where(Message.id == reply_to, Message.thread_id == thread.id)
-        if not caller.is_operator:  # a held or rejected message is unknown to all but its sender
-            named = named.where(or_(Message.released(), Message.sender_id == caller.agent_id))
-        found = uow.session.scalar(named)
-        if found is None:
+        named = _REPLY_TO[caller.is_operator]
+        values = {"reply_to": reply_to, "thread": thread.id, "sender": caller.agent_id}
+        if uow.session.connection().scalar(named, values) is None:
             raise Invalid("reply_to must name a message in this thread.", field="reply_to")
 
-    recipients = uow.session.execute(
-        select(Agent.id, Agent.username, Agent.webhook_url, Agent.webhook_events)
-        .join(Participant, Participant.agent_id == Agent.id)
-        .where(
-            Participant.thread_id == thread.id,
-            Agent.id != caller.agent_id,
-            Agent.status == "active",
-        )
-        .order_by(Participant.added_at, Agent.username)
-    ).all()
+    recipients = (
+        uow.session.connection()
+        .execute(_RECIPIENTS, {"thread": thread.id, "sender": caller.agent_id})
+        .all()
+    )
     if not recipients:
         raise NoRecipients(
             "Nobody else in this thread can receive this message; add a participant first."
@@ -312,16 +336,15 @@ def send_message(
         threads.join(uow, thread, caller.agent_id)
         approvals.release(thread)  # the operator writing in a held thread lets it out
 
-    message = _message(uow, caller, thread, body, summary, kind, priority, reply_to, ttl)
+    held = approvals.holds(uow, caller, kind, priority, thread)
+    message = _message(uow, caller, thread, body, summary, kind, priority, reply_to, ttl, held)
     if key is None:
-        uow.session.add(message)
-        uow.session.flush()
+        _store(uow, message)
     else:
         message.idempotency_key, message.content_hash = key, fingerprint
         try:
             with uow.session.begin_nested():  # a savepoint only where a key can collide
-                uow.session.add(message)
-                uow.session.flush()
+                _store(uow, message)
         except IntegrityError:
             # The same key raced in from a concurrent call (in another thread of the sender's):
             # that call's message is the one, and this is its duplicate.
@@ -329,7 +352,7 @@ def send_message(
             if original is None:
                 raise
             return _replay(uow, original, fingerprint, ack)
-    sent = _deliver(uow, caller, thread, message, recipients, carried)
+    sent = _deliver(uow, caller, thread, message, recipients, carried, held)
     # Last, in the same transaction: a refused send (a cap, the rate limit) acknowledges nothing.
     sent.acknowledged = _acknowledged(uow, caller, message, ack, sent.held)
     return sent
@@ -390,27 +413,29 @@ def send_direct(
     if key is None:
         if reused is None:
             thread = threads.create(uow, caller, title, None, ref, members)
-        message = _message(uow, caller, thread, body, summary, kind, priority, None, ttl)
-        uow.session.add(message)
-        uow.session.flush()
+        held = approvals.holds(uow, caller, kind, priority, thread)
+        message = _message(uow, caller, thread, body, summary, kind, priority, None, ttl, held)
+        _store(uow, message)
         return _sent_direct(
-            thread, reused, _deliver(uow, caller, thread, message, recipients, carried)
+            thread, reused, _deliver(uow, caller, thread, message, recipients, carried, held)
         )
     try:
         # The thread too, inside the savepoint: a repeat that lost the race opens nothing.
         with uow.session.begin_nested():
             if reused is None:
                 thread = threads.create(uow, caller, title, None, ref, members)
-            message = _message(uow, caller, thread, body, summary, kind, priority, None, ttl)
+            held = approvals.holds(uow, caller, kind, priority, thread)
+            message = _message(uow, caller, thread, body, summary, kind, priority, None, ttl, held)
             message.idempotency_key, message.content_hash = key, fingerprint
-            uow.session.add(message)
-            uow.session.flush()
+            _store(uow, message)
     except IntegrityError:
         original = _by_key(uow, caller.agent_id, key)
         if original is None:
             raise
         return _replay(uow, original, fingerprint)
-    return _sent_direct(thread, reused, _deliver(uow, caller, thread, message, recipients, carried))
+    return _sent_direct(
+        thread, reused, _deliver(uow, caller, thread, message, recipients, carried, held)
+    )
 
 
 def _sent_direct(thread: Thread, reused: Thread | None, sent: SendResult) -> SendResult:
@@ -448,7 +473,9 @@ def _message(
     priority: str,
     reply_to: str | None,
     ttl: int | None = None,
+    held: bool = False,
 ) -> Message:
+    """A message to store (:func:`_store`); held, if the approval gate holds it."""
     now = utcnow()
     return Message(
         id=new_id("msg"),
@@ -461,9 +488,26 @@ def _message(
         body=body,
         reply_to_id=reply_to,
         created_at=now,
+        idempotency_key=None,
+        content_hash=None,
         ttl_seconds=ttl,
         expires_at=None if ttl is None else now + timedelta(seconds=ttl),
+        approval=HELD if held else None,
     )
+
+
+# A message's columns, stored with one INSERT built once (the row is the send's own: it is read
+# back from the object, never through the session).
+_MESSAGE_COLUMNS = tuple(column.key for column in Message.__table__.columns)
+_INSERT_MESSAGE = insert(Message)
+
+
+def _store(uow: UnitOfWork, message: Message) -> None:
+    """Insert ``message`` (after anything the session holds that it refers to, its new thread)."""
+    if uow.session.new:
+        uow.session.flush()
+    values = {name: getattr(message, name) for name in _MESSAGE_COLUMNS}
+    uow.session.connection().execute(_INSERT_MESSAGE, values)
 
 
 def _deliver(
@@ -473,18 +517,16 @@ def _deliver(
     message: Message,
     recipients: Sequence[Recipient],
     carried: Sequence[Checked] = (),
+    held: bool = False,
 ) -> SendResult:
     """One delivery per recipient, for a message just stored (and its attachments, here): one
     statement however many. Then the caps and the rate limit are checked (a refusal rolls the
     whole send back, so nothing is stored): last, so that the rows they lock are held for as
-    short a time as possible."""
+    short a time as possible. ``held``: the approval gate holds the message; its deliveries are
+    then stored held (stamped, never published, nobody woken) until the operator approves
+    (inbots.approvals)."""
     now = message.created_at
     stored = attachments.store(uow.session, caller.workspace_id, message.id, carried)
-    # The workspace's approval policy may hold it: its deliveries are then stored held (stamped,
-    # never published, nobody woken) until the operator approves (inbots.approvals).
-    held = approvals.holds(uow, caller, message.kind, message.priority, thread)
-    if held:
-        message.approval = HELD
     # A webhook recipient's delivery is published in the same breath (if its webhook receives
     # message.created): the publish is recorded here (so the renotify sweep sees it if the broker
     # never gets it) and sent after commit.
@@ -494,6 +536,7 @@ def _deliver(
         and subscriptions.subscribed(r.webhook_events, MESSAGE_CREATED)
         for r in recipients
     ]
+    rank = priority_rank(message.priority)
     rows = [
         {
             "id": new_id("dlv"),
@@ -501,7 +544,7 @@ def _deliver(
             "message_id": message.id,
             "thread_id": thread.id,
             "recipient_id": r.id,
-            "priority_rank": priority_rank(message.priority),
+            "priority_rank": rank,
             "sender_id": message.sender_id,
             "expires_at": message.expires_at,
             "accepted_at": now,
@@ -512,12 +555,11 @@ def _deliver(
         }
         for r, push in zip(recipients, pushed, strict=True)
     ]
-    # render_nulls: a NULL is sent as NULL, so rows that differ only in which columns are NULL
-    # (published or not, held or not) still make one statement (by default the ORM leaves such
-    # columns out and so splits the rows into an INSERT per run of alike rows).
-    uow.session.execute(insert(Delivery).execution_options(render_nulls=True), rows)
+    connection = uow.session.connection()
+    connection.execute(_INSERT_DELIVERIES, rows)  # one executemany, whatever the recipients
     if not held:  # held mail is no activity its recipients may see: the approval moves it
-        thread.last_activity_at = now
+        connection.execute(_THREAD_ACTIVE, {"thread": thread.id, "at": now})
+        set_committed_value(thread, "last_activity_at", now)
     uow.session.flush()
     skipped = governance.admit(uow, caller, message.id, [(r.id, r.username) for r in recipients])
     left_out = [

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from typing import Any
 
-from sqlalchemy import Select, and_, case, func, insert, or_, select, update
+from sqlalchemy import Select, and_, bindparam, case, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from inbots.agents import service as agents
@@ -46,26 +47,35 @@ def visible_thread(
     rest of the transaction (PostgreSQL), so a send and a close of the same thread cannot
     interleave.
     """
-    stmt: Select[Thread] = select(Thread).where(
-        Thread.id == thread_id, Thread.workspace_id == caller.workspace_id
-    )
-    if not caller.is_operator:
-        stmt = _seen_by_agent(stmt, caller)
-    if lock:
-        stmt = stmt.with_for_update(of=Thread)
-    thread = uow.session.scalars(stmt).first()
+    values = {"thread": thread_id, "workspace": caller.workspace_id, "agent": caller.agent_id}
+    stmt = _VISIBLE[caller.is_operator, lock]
+    thread = uow.session.scalars(stmt, values).first()
     if thread is None:
         raise not_found("thread", thread_id)
     return thread
 
 
-def _seen_by_agent(stmt: Select[Thread], caller: Caller) -> Select[Thread]:
-    """Threads an agent sees: it is in them, they are not closed, and they are not held for the
-    operator (a held thread's opener sees it; nobody else does until it is approved)."""
+def _visible(operator: bool, lock: bool) -> Select[Thread]:
+    """:func:`visible_thread`'s statement, built once: its values are ``thread``, ``workspace``
+    and (an agent's) ``agent``."""
+    stmt = select(Thread).where(
+        Thread.id == bindparam("thread"), Thread.workspace_id == bindparam("workspace")
+    )
+    if not operator:
+        stmt = _seen_by_agent(stmt, bindparam("agent"))
+    return stmt.with_for_update(of=Thread) if lock else stmt
+
+
+def _seen_by_agent(stmt: Select[Thread], agent_id: Any) -> Select[Thread]:
+    """Threads an agent sees (``agent_id``, a value or a bind): it is in them, they are not
+    closed, and they are not held for the operator (a held thread's opener sees it; nobody else
+    does until it is approved)."""
     return stmt.join(
-        Participant,
-        (Participant.thread_id == Thread.id) & (Participant.agent_id == caller.agent_id),
-    ).where(Thread.status != CLOSED, or_(Thread.released(), Thread.opened_by_id == caller.agent_id))
+        Participant, (Participant.thread_id == Thread.id) & (Participant.agent_id == agent_id)
+    ).where(Thread.status != CLOSED, or_(Thread.released(), Thread.opened_by_id == agent_id))
+
+
+_VISIBLE = {(op, lock): _visible(op, lock) for op in (False, True) for lock in (False, True)}
 
 
 def participants_of(uow: UnitOfWork, thread_ids: Iterable[str]) -> dict[str, list[str]]:
@@ -338,7 +348,7 @@ def thread_page(
     count = limit or s.list_default
     stmt = select(Thread).where(Thread.workspace_id == caller.workspace_id)
     if not caller.is_operator:
-        stmt = _seen_by_agent(stmt, caller)
+        stmt = _seen_by_agent(stmt, caller.agent_id)
     if status is not None:
         stmt = stmt.where(Thread.status == status)
     if ref:
