@@ -537,7 +537,10 @@ def test_the_relay_posts_each_message_to_mcp_as_inbots_mcp(api: Api, server: Ser
         bodies = [r.json() for r in requests]
         calls = [(r, b) for r, b in zip(requests, bodies, strict=True) if "id" in b]
         if mode == "legacy":
-            assert [b["method"] for b in bodies][:2] == ["initialize", "notifications/initialized"]
+            # initialize first (the client waits for its answer); the bridge posts what follows
+            # as it comes, so the initialized notification and the first call may cross.
+            methods = [b["method"] for b in bodies]
+            assert methods[0] == "initialize" and "notifications/initialized" in methods, methods
             session_id = None
             for request, body in zip(requests, bodies, strict=True):
                 headers = {name.lower(): value for name, value in request.headers.items()}
