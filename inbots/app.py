@@ -6,11 +6,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import APIRouter, FastAPI
+from fastapi import FastAPI
 from starlette.routing import Route
 
 from inbots import __version__, dashboard
 from inbots.api import docs as api_docs
+from inbots.api.deps import API_PREFIX
 from inbots.api.routes import (
     agents,
     alerts,
@@ -77,7 +78,9 @@ def create_app(
     app.state.db = database
     app.state.dispatch = dispatch
 
-    v1 = APIRouter(prefix="/v1")
+    # Each router straight under /v1 (one level of inclusion: FastAPI matches a request level by
+    # level, each level trying every route of the one below, so a /v1 router around these would
+    # have every request tried against every route twice over).
     for module in (
         agents,
         keys,
@@ -96,8 +99,7 @@ def create_app(
         approvals,
         attachments,
     ):
-        v1.include_router(module.router)
-    app.include_router(v1)
+        app.include_router(module.router, prefix=API_PREFIX)
     app.include_router(health.router)
     if settings.environment != "production":
         api_docs.install(app)  # /docs and /redoc, from installed files (404 in production)

@@ -12,6 +12,7 @@ stops the one process of ``--workers 1``.
 from __future__ import annotations
 
 import ctypes
+import gc
 import multiprocessing
 import os
 import re
@@ -186,6 +187,11 @@ def web_app() -> FastAPI:
     """``inbots web``'s app factory, called by uvicorn in each process that serves: the app of
     :func:`inbots.app.create_app`, in a process that ends with its supervisor."""
     die_with_parent()
-    from inbots.app import create_app
+    gc.disable()  # until the app is built: see inbots.cli.main.main
+    try:
+        from inbots.app import create_app
 
-    return create_app()
+        return create_app()
+    finally:
+        gc.freeze()
+        gc.enable()

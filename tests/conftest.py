@@ -223,6 +223,20 @@ def settings_overrides() -> dict[str, object]:
     return {}
 
 
+_SETTINGS: dict[tuple[str, str, str], Settings] = {}
+
+
+def _loaded(values: dict[str, object]) -> Settings:
+    """``load_settings(**values)``, made once per values, environment and working directory
+    (what it reads): nothing changes settings once they are made, and reading the environment
+    and ``.env`` for every test cost more CPU than the emptying of its database."""
+    environment = repr(sorted((k, v) for k, v in os.environ.items() if k.startswith("INBOTS_")))
+    key = (repr(sorted(values.items())), environment, os.getcwd())
+    if key not in _SETTINGS:
+        _SETTINGS[key] = load_settings(**values)
+    return _SETTINGS[key]
+
+
 @pytest.fixture
 def settings(db_url: str, settings_overrides: dict[str, object]) -> Settings:
     base: dict[str, object] = {
@@ -233,7 +247,7 @@ def settings(db_url: str, settings_overrides: dict[str, object]) -> Settings:
         # it on (tests/test_caps.py): many scenarios send more than a burst from one agent.
         "rate_limit_per_minute": 0,
     }
-    return load_settings(**{**base, **settings_overrides})
+    return _loaded({**base, **settings_overrides})
 
 
 @pytest.fixture

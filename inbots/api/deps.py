@@ -12,12 +12,14 @@ from collections.abc import Callable, Coroutine
 from contextvars import ContextVar
 from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
 
-from fastapi import Depends, Header, Request, Response
+from fastapi import APIRouter, Depends, Header, Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
+from starlette.routing import Match
+from starlette.types import Scope
 
 from inbots.auth import service as auth
 from inbots.caller import Caller, SessionSeen
@@ -279,6 +281,40 @@ def _resolving_first(endpoint: Callable[..., Any]) -> Callable[..., Any]:
 
 
 _BODY_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+
+API_PREFIX = "/v1"  # where every ApiRouter is mounted (inbots.app)
+
+
+class ApiRouter(APIRouter):
+    """The routes of one part of the API (AuthFirstRoute by default), mounted under
+    :data:`API_PREFIX`. It turns a request away at once when no route of its can match the path
+    (by its first segment after the prefix): FastAPI asks each router of the app in turn, and a
+    router answers by trying its every route, so without this a request was tried against the
+    routes of every router mounted before its own."""
+
+    def __init__(self, **options: Any) -> None:
+        options.setdefault("route_class", AuthFirstRoute)
+        super().__init__(**options)
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        heads = self._heads()
+        if heads is not None:
+            path = scope.get("path", "")
+            if not path.startswith(API_PREFIX + "/"):
+                return Match.NONE, {}
+            if path[len(API_PREFIX) + 1 :].partition("/")[0] not in heads:
+                return Match.NONE, {}
+        return super().matches(scope)
+
+    def _heads(self) -> frozenset[str] | None:
+        """The first path segment of each route (None: some route's is a path parameter),
+        worked out again only when routes were added (they are never taken away)."""
+        if getattr(self, "_heads_of", -1) != len(self.routes):
+            paths = [getattr(route, "path", "") for route in self.routes]
+            firsts = {path.lstrip("/").partition("/")[0] for path in paths}
+            self._heads_of = len(paths)
+            self._head_set = None if any("{" in first for first in firsts) else frozenset(firsts)
+        return self._head_set
 
 
 def _refusing_a_body(

@@ -6,8 +6,10 @@ The exit codes are listed in :mod:`inbots.cli.client` and ``docs/cli.md``.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -163,7 +165,9 @@ def serve(
     out.print(f"Dashboard: {base}/   (sign in with the operator token)")
     out.print(f"API: {base}/v1   OpenAPI: {base}/openapi.json   MCP: {base}/mcp")
     options = uvicorn_options(settings)
-    uvicorn.run(create_app(settings, db), host=settings.host, port=settings.port, **options)
+    served = create_app(settings, db)
+    started()
+    uvicorn.run(served, host=settings.host, port=settings.port, **options)
 
 
 # How long ``inbots web`` waits for a port in use to be let go before it gives up.
@@ -202,6 +206,7 @@ def web(
     logging.getLogger("inbots.web").info(
         "settings OK; serving with %d web processes", workers, extra=_describe(settings)
     )
+    started()
     with sigterm_unwinds(), metrics_directory(settings):
         uvicorn.run(
             WEB_APP,  # inbots.app:create_app, in a worker that ends with this process
@@ -536,7 +541,28 @@ def purge(
     )
 
 
+# How long a command may take to start before it collects garbage again (see main).
+START_UP_SECONDS = 5.0
+
+
+def started() -> None:
+    """Collect garbage again from here on, never walking what start-up made (it lives as long
+    as the process). Idempotent."""
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
+
+
 def main() -> None:
+    # What a command builds as it starts (a server's app: its models, routes and tables) lives
+    # as long as the process, and collecting garbage meanwhile walks it again and again: a
+    # fifth of a server's start-up. So the collector rests until the command has started
+    # (serve and web say when; any command still running after START_UP_SECONDS collects
+    # again then), and a short command ends before it would have collected anything useful.
+    gc.disable()
+    resume = threading.Timer(START_UP_SECONDS, started)
+    resume.daemon = True
+    resume.start()
     if sys.argv[1:3] == ["mail", "hook"] and (code := hook.fast(sys.argv[3:])) is not None:
         sys.exit(code)  # a harness runs it before every prompt: no Typer (inbots/cli/mail/hook.py)
     from inbots.errors import InbotsError

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from fastapi import APIRouter
-
 from inbots.agents import service
 from inbots.agents.schemas import (
     AgentCreate,
@@ -12,9 +10,9 @@ from inbots.agents.schemas import (
     BriefUpdate,
     Directory,
 )
-from inbots.api.deps import AgentCtx, AuthFirstRoute, Ctx, OperatorCtx
+from inbots.api.deps import AgentCtx, ApiRouter, Ctx, OperatorCtx
 
-router = APIRouter(tags=["agents"], route_class=AuthFirstRoute)
+router = ApiRouter(tags=["agents"])
 
 
 @router.post("/agents", status_code=201, response_model=AgentCreated)

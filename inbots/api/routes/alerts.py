@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 
 from inbots.alerts import service
 from inbots.alerts.schemas import AlertWebhookRead, AlertWebhookSet
-from inbots.api.deps import AuthFirstRoute, OperatorCtx
+from inbots.api.deps import ApiRouter, OperatorCtx
 
-router = APIRouter(tags=["alerts"], route_class=AuthFirstRoute)
+router = ApiRouter(tags=["alerts"])
 
 
 @router.put("/operator/webhook", response_model=AlertWebhookRead)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-
-from inbots.api.deps import AuthFirstRoute, OperatorCtx
+from inbots.api.deps import ApiRouter, OperatorCtx
 from inbots.approvals import service
 from inbots.approvals.schemas import (
     ApprovalDecision,
@@ -14,7 +12,7 @@ from inbots.approvals.schemas import (
     PolicyUpdate,
 )
 
-router = APIRouter(tags=["approvals"], route_class=AuthFirstRoute)
+router = ApiRouter(tags=["approvals"])
 
 
 @router.get("/policy", response_model=PolicyRead)

@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 
-from inbots.api.deps import AuthFirstRoute, Ctx
+from inbots.api.deps import ApiRouter, Ctx
 from inbots.messages.attachments import read_attachment
 from inbots.web.downloads import download_headers
 from inbots.web.errors import EXPIRED
 
-router = APIRouter(tags=["attachments"], route_class=AuthFirstRoute)
+router = ApiRouter(tags=["attachments"])
 
 
 @router.get(

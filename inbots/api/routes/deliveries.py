@@ -1,13 +1,11 @@
 from __future__ import annotations
 
-from fastapi import APIRouter
-
-from inbots.api.deps import AuthFirstRoute, Ctx, Limit, OperatorCtx
+from inbots.api.deps import ApiRouter, Ctx, Limit, OperatorCtx
 from inbots.deliveries import console, service
 from inbots.deliveries.schemas import DeliveryDetail, DeliveryPage, DeliveryRead, WorkingRequest
 from inbots.web.errors import EXPIRED
 
-router = APIRouter(tags=["deliveries"], route_class=AuthFirstRoute)
+router = ApiRouter(tags=["deliveries"])
 
 
 @router.get("/deliveries", response_model=DeliveryPage)

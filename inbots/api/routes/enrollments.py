@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import Request, Response
 
 from inbots.agents.schemas import AgentCreated
-from inbots.api.deps import AuthFirstRoute, OperatorCtx
+from inbots.api.deps import ApiRouter, OperatorCtx
 from inbots.db.uow import run_unit
 from inbots.enrollments import service
 from inbots.enrollments.schemas import (
@@ -15,7 +15,7 @@ from inbots.enrollments.schemas import (
     RegisterRequest,
 )
 
-router = APIRouter(tags=["enrollments"], route_class=AuthFirstRoute)
+router = ApiRouter(tags=["enrollments"])
 
 
 @router.post("/enrollments", status_code=201, response_model=EnrollmentCreated)

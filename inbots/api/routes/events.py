@@ -1,12 +1,10 @@
 from __future__ import annotations
 
-from fastapi import APIRouter
-
-from inbots.api.deps import AuthFirstRoute, Limit, OperatorCtx
+from inbots.api.deps import ApiRouter, Limit, OperatorCtx
 from inbots.deliveries import events as service
 from inbots.deliveries.schemas import EventDetail, EventPage, EventRead
 
-router = APIRouter(tags=["events"], route_class=AuthFirstRoute)
+router = ApiRouter(tags=["events"])
 
 
 @router.get("/events", response_model=EventPage)

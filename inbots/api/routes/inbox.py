@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 
-from inbots.api.deps import AuthFirstRoute, Ctx, Limit, OperatorCtx, WaitSeconds, rendered
+from inbots.api.deps import ApiRouter, Ctx, Limit, OperatorCtx, WaitSeconds, rendered
 from inbots.deliveries import service, wait
 from inbots.deliveries.schemas import (
     AckRequest,
@@ -16,7 +16,7 @@ from inbots.messages import reading
 from inbots.messages.schemas import MessageWithDelivery, Outbox
 from inbots.web.errors import EXPIRED
 
-router = APIRouter(tags=["inbox"], route_class=AuthFirstRoute)
+router = ApiRouter(tags=["inbox"])
 
 
 @router.get("/inbox", response_model=Inbox)

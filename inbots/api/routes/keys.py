@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 
 from inbots.agents import keys, sessions
 from inbots.agents.schemas import KeyCreate, KeyCreated, KeyList, SessionList
-from inbots.api.deps import AgentCtx, AuthFirstRoute, OperatorCtx
+from inbots.api.deps import AgentCtx, ApiRouter, OperatorCtx
 
-router = APIRouter(tags=["keys"], route_class=AuthFirstRoute)
+router = ApiRouter(tags=["keys"])
 
 
 @router.post("/agents/{id_or_username}/keys", status_code=201, response_model=KeyCreated)

@@ -3,12 +3,10 @@ before a call (``inbots mcp`` quotes them in its tool descriptions)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-
-from inbots.api.deps import AuthFirstRoute, Ctx
+from inbots.api.deps import ApiRouter, Ctx
 from inbots.limits import Limits
 
-router = APIRouter(tags=["limits"], route_class=AuthFirstRoute)
+router = ApiRouter(tags=["limits"])
 
 
 @router.get("/limits", response_model=Limits)

@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from inbots.api.deps import AgentCtx, AuthFirstRoute, Ctx, Limit
+from inbots.api.deps import AgentCtx, ApiRouter, Ctx, Limit
 from inbots.reservations import service
 from inbots.reservations.schemas import (
     ConflictList,
@@ -19,7 +18,7 @@ from inbots.reservations.schemas import (
 )
 from inbots.web.errors import RATE_LIMITED, ErrorEnvelope
 
-router = APIRouter(tags=["reservations"], route_class=AuthFirstRoute)
+router = ApiRouter(tags=["reservations"])
 
 CONFLICT = {
     "model": ErrorEnvelope,

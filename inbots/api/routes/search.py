@@ -1,12 +1,10 @@
 from __future__ import annotations
 
-from fastapi import APIRouter
-
-from inbots.api.deps import AuthFirstRoute, Ctx, Limit
+from inbots.api.deps import ApiRouter, Ctx, Limit
 from inbots.search import service
 from inbots.search.schemas import SearchQuery, SearchResults
 
-router = APIRouter(tags=["search"], route_class=AuthFirstRoute)
+router = ApiRouter(tags=["search"])
 
 
 @router.get(

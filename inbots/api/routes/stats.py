@@ -1,12 +1,10 @@
 from __future__ import annotations
 
-from fastapi import APIRouter
-
-from inbots.api.deps import AuthFirstRoute, OperatorCtx
+from inbots.api.deps import ApiRouter, OperatorCtx
 from inbots.stats import service
 from inbots.stats.schemas import Stats
 
-router = APIRouter(tags=["stats"], route_class=AuthFirstRoute)
+router = ApiRouter(tags=["stats"])
 
 
 @router.get("/stats", response_model=Stats)

@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 
 from inbots.api.deps import (
     AgentCtx,
-    AuthFirstRoute,
+    ApiRouter,
     Ctx,
     IdempotencyKey,
     Limit,
@@ -29,7 +29,7 @@ from inbots.threads.schemas import (
 )
 from inbots.web.errors import RATE_LIMITED
 
-router = APIRouter(tags=["threads"], route_class=AuthFirstRoute)
+router = ApiRouter(tags=["threads"])
 
 
 @router.post("/threads", status_code=201, response_model=ThreadRead)

@@ -3,9 +3,9 @@ and ends the dashboard sessions signed in with it."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 
-from inbots.api.deps import AuthFirstRoute, OperatorCtx
+from inbots.api.deps import ApiRouter, OperatorCtx
 from inbots.workspaces import service
 from inbots.workspaces.schemas import (
     OperatorTokenCreate,
@@ -13,7 +13,7 @@ from inbots.workspaces.schemas import (
     OperatorTokenList,
 )
 
-router = APIRouter(tags=["tokens"], route_class=AuthFirstRoute)
+router = ApiRouter(tags=["tokens"])
 
 
 @router.post("/tokens", status_code=201, response_model=OperatorTokenCreated)

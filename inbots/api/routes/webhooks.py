@@ -1,12 +1,12 @@
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 
 from inbots.agents import webhook as service
-from inbots.api.deps import AgentCtx, AuthFirstRoute, OperatorCtx
+from inbots.api.deps import AgentCtx, ApiRouter, OperatorCtx
 from inbots.webhooks.schemas import WebhookRead, WebhookSet
 
-router = APIRouter(tags=["webhooks"], route_class=AuthFirstRoute)
+router = ApiRouter(tags=["webhooks"])
 
 
 @router.put("/agents/{id_or_username}/webhook", response_model=WebhookRead)
