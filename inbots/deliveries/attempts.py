@@ -8,7 +8,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Select, bindparam, func, insert, select
+from sqlalchemy import Select, bindparam, exists, func, insert, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from inbots.config import Settings
@@ -56,35 +56,17 @@ def count_attempts(session: Session, row_id: str, publish: int) -> tuple[int, in
     return int(total), int(so_far), bool(ok)
 
 
-_DELIVERIES_SO_FAR = (
-    select(
-        DeliveryAttempt.delivery_id,
-        DeliveryAttempt.publish,
-        func.count(),
-        func.count().filter(DeliveryAttempt.reason == "ok"),
+def delivery_so_far(delivery: Any) -> tuple[Any, Any, Any]:
+    """:func:`count_attempts` as three columns of a statement over deliveries (``delivery``:
+    the entity): each row's attempts in all and in its current publish, and whether one of
+    those succeeded (correlated subqueries, each an index lookup)."""
+    mine = DeliveryAttempt.delivery_id == delivery.id
+    current = DeliveryAttempt.publish == delivery.publish_count
+    return (
+        select(func.count()).where(mine).scalar_subquery(),
+        select(func.count()).where(mine, current).scalar_subquery(),
+        exists().where(mine, current, DeliveryAttempt.reason == "ok"),
     )
-    .where(DeliveryAttempt.delivery_id.in_(bindparam("ids", expanding=True)))
-    .group_by(DeliveryAttempt.delivery_id, DeliveryAttempt.publish)
-)
-
-
-def count_delivery_attempts(
-    session: Session, publishes: dict[str, int]
-) -> dict[str, tuple[int, int, bool]]:
-    """:func:`count_attempts` for several deliveries (``{delivery_id: publish}``), in one
-    statement: for each, its attempts in all and in that publish, and whether one of those
-    succeeded."""
-    counted = {row_id: (0, 0, False) for row_id in publishes}
-    for found, publish, n, ok in session.execute(_DELIVERIES_SO_FAR, {"ids": sorted(publishes)}):
-        row_id = str(found)
-        total, so_far, succeeded = counted[row_id]
-        mine = publish == publishes[row_id]
-        counted[row_id] = (
-            total + int(n),
-            so_far + (int(n) if mine else 0),
-            succeeded or (mine and bool(ok)),
-        )
-    return counted
 
 
 def attempt_values(row_id: str, **values: Any) -> dict[str, Any]:

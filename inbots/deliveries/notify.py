@@ -50,7 +50,6 @@ from inbots.deliveries.attempt import (
     take,
     wake_if_free,
 )
-from inbots.deliveries.attempts import count_delivery_attempts
 from inbots.deliveries.parking import wake, with_lines
 from inbots.dispatch.jobs import Job, Result
 from inbots.kit.clock import utcnow
@@ -124,14 +123,20 @@ def _notify_all(
             _notify_all(engine, [jobs[i]], alone)
 
 
+# How long a finished POST waits for the rest of its batch before it is recorded without them:
+# POSTs to healthy receivers finish within moments of each other, and one transaction for all of
+# them costs a fraction of one each; a slow receiver holds up the others' records no longer.
+TOGETHER_SECONDS = 0.1
+
+
 def _send_and_record(
     engine: Engine,
     jobs: Sequence[Job],
     sending: Sequence[tuple[int, Claim]],
     settled: Callable[[int, Result], None],
 ) -> None:
-    """POST the claimed jobs side by side; record each as soon as it is done, with the others
-    that finished meanwhile."""
+    """POST the claimed jobs side by side; record each once it is done, with the others that
+    finished meanwhile or within :data:`TOGETHER_SECONDS` after it."""
     posts = {
         engine.senders.submit(send_and_release, engine, claim, jobs[i].row_id): (i, claim)
         for i, claim in sending
@@ -139,6 +144,9 @@ def _send_and_record(
     pending: set[Future[Sent]] = set(posts)
     while pending:
         finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+        if pending:  # the others are usually moments behind: one transaction records them all
+            more, pending = wait(pending, timeout=TOGETHER_SECONDS)
+            finished |= more
         done = [(posts[f], f.result()) for f in finished]
         recorded = _record_all(engine, [(jobs[i], claim, sent) for (i, claim), sent in done])
         for ((i, claim), sent), result in zip(done, recorded, strict=True):
@@ -160,8 +168,9 @@ def _claim_together(
             free = None
             read: _Read = {}
             if len(jobs) > 1:
-                free = outbox.lock_free(uow.session, [job.row_id for job in jobs])
-                read = _read_deliveries(uow.session, [job for job in jobs if job.row_id in free])
+                read = _read_deliveries(uow.session, jobs)
+                events = [job.row_id for job in jobs if job.kind != "delivery"]
+                free = set(read) | (outbox.lock_free(uow.session, events) if events else set())
             ready: dict[int, Ready] = {}
             readied: set[str] = set()
             for i, job in enumerate(jobs):
@@ -197,14 +206,11 @@ _Read = dict[str, tuple[outbox.Loaded, tuple[int, int, bool]]]
 
 
 def _read_deliveries(session: Any, jobs: Sequence[Job]) -> _Read:
-    """The batch's deliveries loaded (locked) and their attempts counted, one statement each
-    for all of them (events are read one by one, in their claims)."""
-    mine = {job.row_id: job for job in jobs if job.kind == "delivery"}
-    if len(mine) < 2:
-        return {}
-    loaded = outbox.load_deliveries(session, {r: job.trigger for r, job in mine.items()})
-    counted = count_delivery_attempts(session, {r: job.publish for r, job in mine.items()})
-    return {r: (one, counted[r]) for r, one in loaded.items()}
+    """The batch's deliveries that no other transaction holds, loaded (locked) with their
+    attempts counted, in one statement (events are locked first and read one by one, in their
+    claims)."""
+    mine = {job.row_id: job.trigger for job in jobs if job.kind == "delivery"}
+    return outbox.lock_deliveries(session, mine) if mine else {}
 
 
 def _record_all(engine: Engine, done: Sequence[tuple[Job, Claim, Sent]]) -> list[Result]:
@@ -234,10 +240,8 @@ def _record_together(engine: Engine, done: Sequence[tuple[Job, Claim, Sent]]) ->
                 if done[i][2].reason == "ok"
                 and not (done[i][1].failures_before and not done[i][1].alert)
             ]
-            free = outbox.lock_free(uow.session, [done[i][0].row_id for i in plain])
-            mine = [i for i in plain if done[i][0].row_id in free]
-        if len(done) > 1:  # plain successes only: recorded in two or three statements
-            results = _notified(uow, {i: done[i] for i in mine})
+            # Plain successes only, of rows no other transaction holds: two or three statements.
+            results = _notified(uow, {i: done[i] for i in plain})
         else:
             results = {i: settle(uow, engine.settings, *done[i]) for i in mine}
         # The slots these attempts held are free: hand them to the oldest deliveries parked on
@@ -264,16 +268,18 @@ def _record_together(engine: Engine, done: Sequence[tuple[Job, Claim, Sent]]) ->
 
 def _notified(uow: Any, done: dict[int, tuple[Job, Claim, Sent]]) -> dict[int, Result]:
     """Plain successes (see :func:`_record_together`): what :func:`settle` does for each, for
-    all at once. Their attempts go in one INSERT, and their rows are released and stamped
-    notified in one UPDATE per kind; a plain success ends no failure streak, so the agents' rows
-    are not touched."""
-    if not done:
-        return {}
-    uow.session.execute(insert(ATTEMPTS), [attempt_row(*one) for one in done.values()])
+    those whose rows no other transaction holds, all at once (the others are left out of the
+    answer). Their rows are released and stamped notified in one UPDATE per kind, which skips
+    the rows held elsewhere, and their attempts go in one INSERT; a plain success ends no
+    failure streak, so the agents' rows are not touched."""
     by_kind: dict[str, tuple[outbox.Kind, list[str]]] = {}
     for job, _, _ in done.values():
         kind = outbox.kind_of(job)
         by_kind.setdefault(kind.name, (kind, []))[1].append(job.row_id)
+    stamped: set[str] = set()
     for kind, row_ids in by_kind.values():
-        kind.release_notified(uow, *row_ids)
-    return dict.fromkeys(done, Result("notified"))
+        stamped |= kind.release_notified_free(uow, row_ids)
+    mine = {i: one for i, one in done.items() if one[0].row_id in stamped}
+    if mine:
+        uow.session.execute(insert(ATTEMPTS), [attempt_row(*one) for one in mine.values()])
+    return dict.fromkeys(mine, Result("notified"))

@@ -25,19 +25,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, bindparam, case, false, literal, select, update
+from sqlalchemy import Select, bindparam, case, exists, false, literal, select, update
 from sqlalchemy.orm import Session, aliased
 
 from inbots.attachments import service as attachments
 from inbots.attachments.schemas import AttachmentRead
 from inbots.db.uow import UnitOfWork
-from inbots.deliveries.attempts import record_lost_attempt
+from inbots.deliveries.attempts import delivery_so_far, record_lost_attempt
 from inbots.dispatch.jobs import Job
 from inbots.errors import Conflict
 from inbots.kit.clock import utcnow
 from inbots.kit.ids import kind_of as kind_of_id
 from inbots.kit.text import shown_summary
 from inbots.models.agents import Agent
+from inbots.models.attachments import Attachment
 from inbots.models.deliveries import Delivery, DeliveryAttempt
 from inbots.models.events import Event
 from inbots.models.messages import Message
@@ -84,7 +85,15 @@ _DELIVERIES = (
     .with_for_update(of=Delivery)
 )
 _DELIVERY_READ = _DELIVERIES.where(Delivery.id == bindparam("row_id"))
-_DELIVERIES_READ = _DELIVERIES.where(Delivery.id.in_(bindparam("ids", expanding=True)))
+# A batch's: only the rows no other transaction holds (the others wait for a claim of their own),
+# each with its attempts so far and whether its message carries attachments, in one statement.
+_DELIVERIES_LOCKED = (
+    _DELIVERIES.add_columns(
+        *delivery_so_far(Delivery), exists().where(Attachment.message_id == Message.id)
+    )
+    .where(Delivery.id.in_(bindparam("ids", expanding=True)))
+    .with_for_update(of=Delivery, skip_locked=True)
+)
 
 
 def _load_delivery(session: Session, row_id: str, trigger: str) -> Loaded | None:
@@ -95,12 +104,22 @@ def _load_delivery(session: Session, row_id: str, trigger: str) -> Loaded | None
     return _delivery_loaded(found, trigger, carried)
 
 
-def load_deliveries(session: Session, triggers: dict[str, str]) -> dict[str, Loaded]:
-    """:func:`_load_delivery` for several deliveries (``{delivery_id: trigger}``) in one
-    statement; a delivery that does not exist is missing from the answer."""
-    found = session.execute(_DELIVERIES_READ, {"ids": sorted(triggers)}).all()
-    carried = attachments.listed(session, (row[0].message_id for row in found))
-    return {row[0].id: _delivery_loaded(row, triggers[row[0].id], carried) for row in found}
+def lock_deliveries(
+    session: Session, triggers: dict[str, str]
+) -> dict[str, tuple[Loaded, tuple[int, int, bool]]]:
+    """:func:`_load_delivery` and :func:`~.attempts.count_attempts` (of its current publish) for
+    those of several deliveries (``{delivery_id: trigger}``) that no other transaction holds,
+    locked, in one statement (:func:`lock_free`'s rule: a batch never waits for a row). A
+    delivery held elsewhere, or that does not exist, is missing from the answer."""
+    found = session.execute(_DELIVERIES_LOCKED, {"ids": sorted(triggers)}).all()
+    carried = attachments.listed(session, (row[5].id for row in found if row[-1]))
+    return {
+        row[0].id: (
+            _delivery_loaded(row[:7], triggers[row[0].id], carried),
+            (int(row[7]), int(row[8]), bool(row[9])),
+        )
+        for row in found
+    }
 
 
 def _delivery_loaded(found: Any, trigger: str, carried: dict[str, list[AttachmentRead]]) -> Loaded:
@@ -268,16 +287,13 @@ class Kind:
         """Attempts succeeded: release the rows' claims and stamp ``notified_at`` (set once,
         never overwritten; a delivery's first notification also restarts its stall clock), in
         one statement for all of them."""
-        table, now = self.model.__table__, utcnow()
-        first = table.c.notified_at.is_(None)
-        values: dict[str, Any] = {
-            "claimed_until": None,
-            "next_attempt_at": None,
-            "notified_at": case((first, now), else_=table.c.notified_at),
-        }
-        if self.model is Delivery:
-            values["moved_at"] = case((first, now), else_=table.c.moved_at)
-        uow.session.execute(update(table).where(table.c.id.in_(row_ids)).values(values))
+        uow.session.execute(_RELEASE[self.name], {"ids": list(row_ids), "now": utcnow()})
+
+    def release_notified_free(self, uow: UnitOfWork, row_ids: Sequence[str]) -> set[str]:
+        """:meth:`release_notified` for those of ``row_ids`` that no other transaction holds
+        (:func:`lock_free`'s rule), in one statement; say which."""
+        found = uow.session.execute(_RELEASE_FREE[self.name], {"ids": row_ids, "now": utcnow()})
+        return set(found.scalars())
 
 
 DELIVERY = Kind(
@@ -300,6 +316,29 @@ EVENT = Kind(
 )
 KINDS = (DELIVERY, EVENT)
 _PARKED = {kind.name: _oldest_parked(kind) for kind in KINDS}
+
+
+def _release(kind: Kind, skip_locked: bool) -> Any:
+    table = kind.model.__table__
+    first = table.c.notified_at.is_(None)
+    now: Any = bindparam("now")
+    values: dict[str, Any] = {
+        "claimed_until": None,
+        "next_attempt_at": None,
+        "notified_at": case((first, now), else_=table.c.notified_at),
+    }
+    if kind.model is Delivery:
+        values["moved_at"] = case((first, now), else_=table.c.moved_at)
+    ids = table.c.id.in_(bindparam("ids", expanding=True))
+    if not skip_locked:
+        return update(table).where(ids).values(values)
+    free = select(table.c.id).where(ids).order_by(table.c.id).with_for_update(skip_locked=True)
+    return update(table).where(table.c.id.in_(free)).values(values).returning(table.c.id)
+
+
+# Built once: the UPDATE that releases succeeded rows, and a batch's that skips rows held elsewhere.
+_RELEASE = {kind.name: _release(kind, False) for kind in KINDS}
+_RELEASE_FREE = {kind.name: _release(kind, True) for kind in KINDS}
 
 
 def lock_free(session: Session, row_ids: Sequence[str]) -> set[str]:
