@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import insert
@@ -45,6 +45,8 @@ from inbots.deliveries.attempt import (
     free_slots,
     observe,
     release_slot,
+    release_slots,
+    send,
     send_and_release,
     settle,
     take,
@@ -138,20 +140,30 @@ def _send_and_record(
     """POST the claimed jobs side by side; record each once it is done, with the others that
     finished meanwhile or within :data:`TOGETHER_SECONDS` after it."""
     posts = {
-        engine.senders.submit(send_and_release, engine, claim, jobs[i].row_id): (i, claim)
+        engine.senders.submit(send, engine, claim, jobs[i].row_id): (i, claim)
         for i, claim in sending
     }
     pending: set[Future[Sent]] = set(posts)
-    while pending:
-        finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-        if pending:  # the others are usually moments behind: one transaction records them all
-            more, pending = wait(pending, timeout=TOGETHER_SECONDS)
-            finished |= more
-        done = [(posts[f], f.result()) for f in finished]
-        recorded = _record_all(engine, [(jobs[i], claim, sent) for (i, claim), sent in done])
-        for ((i, claim), sent), result in zip(done, recorded, strict=True):
-            observe(jobs[i], claim, sent, result)
-            settled(i, result)
+    try:
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            if pending:  # the others are usually moments behind: one transaction for them all
+                more, pending = wait(pending, timeout=TOGETHER_SECONDS)
+                finished |= more
+            # Their URLs' slots, given back in one round trip before their records.
+            release_slots(engine, [(posts[f][1].key, posts[f][1].lease) for f in finished])
+            done = [(posts[f], f.result()) for f in finished]
+            recorded = _record_all(engine, [(jobs[i], claim, sent) for (i, claim), sent in done])
+            for ((i, claim), sent), result in zip(done, recorded, strict=True):
+                observe(jobs[i], claim, sent, result)
+                settled(i, result)
+    finally:
+        for future in pending:  # (only when a record failed) each slot as its POST ends
+
+            def give_back(_: Future[Sent], claim: Claim = posts[future][1]) -> None:
+                release_slot(engine, claim.key, claim.lease)
+
+            future.add_done_callback(give_back)
 
 
 def _claim_together(
@@ -194,11 +206,35 @@ def _claim_together(
                     taken.append(one.claim)
             for (i, one), lease in zip(ready.items(), leases, strict=True):
                 claimed[i] = take(engine.settings, one, lease, now)
+            _store_claims(
+                uow,
+                engine,
+                [(jobs[i], one.row) for i, one in ready.items() if isinstance(claimed[i], Claim)],
+                now,
+            )
         return {i: claimed[i] for i in sorted(claimed)}  # in the order given
     except BaseException:
         for claim in taken:  # taken, but the claim did not commit
             release_slot(engine, claim.key, claim.lease)
         raise
+
+
+def _store_claims(
+    uow: Any, engine: Engine, taken: list[tuple[Job, outbox.Row]], now: datetime
+) -> None:
+    """The claims just taken, written in one UPDATE per kind and trigger rather than by the
+    session's flush (a claimed row's columns are all set by :func:`~.attempt.take`, whatever
+    its claim found): its row leaves the session."""
+    if len(taken) < 2:
+        return
+    groups: dict[tuple[str, str], tuple[outbox.Kind, list[str]]] = {}
+    for job, row in taken:
+        kind = outbox.kind_of(job)
+        groups.setdefault((kind.name, job.trigger), (kind, []))[1].append(job.row_id)
+        uow.session.expunge(row)
+    until = now + timedelta(seconds=engine.settings.claim_seconds)
+    for (_, trigger), (kind, row_ids) in groups.items():
+        kind.store_claims(uow, row_ids, until, trigger)
 
 
 # Deliveries of a batch read before their claims: each loaded row and its attempts so far.

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Select, bindparam, case, exists, false, literal, select, update
@@ -289,6 +290,15 @@ class Kind:
         one statement for all of them."""
         uow.session.execute(_RELEASE[self.name], {"ids": list(row_ids), "now": utcnow()})
 
+    def store_claims(
+        self, uow: UnitOfWork, row_ids: Sequence[str], until: datetime, trigger: str
+    ) -> None:
+        """Rows claimed for one attempt each until ``until``, by a job of ``trigger``: out of
+        their URL's line, no retry pending (:func:`~.attempt.take`), in one statement."""
+        uow.session.execute(
+            _CLAIM[self.name], {"ids": list(row_ids), "until": until, "trigger": trigger}
+        )
+
     def release_notified_free(self, uow: UnitOfWork, row_ids: Sequence[str]) -> set[str]:
         """:meth:`release_notified` for those of ``row_ids`` that no other transaction holds
         (:func:`lock_free`'s rule), in one statement; say which."""
@@ -336,6 +346,22 @@ def _release(kind: Kind, skip_locked: bool) -> Any:
     return update(table).where(table.c.id.in_(free)).values(values).returning(table.c.id)
 
 
+def _claim(kind: Kind) -> Any:
+    table = kind.model.__table__
+    return (
+        update(table)
+        .where(table.c.id.in_(bindparam("ids", expanding=True)))
+        .values(
+            claimed_until=bindparam("until"),
+            next_attempt_at=None,
+            parked_key=None,
+            parked_at=None,
+            job_trigger=bindparam("trigger"),
+        )
+    )
+
+
+_CLAIM = {kind.name: _claim(kind) for kind in KINDS}
 # Built once: the UPDATE that releases succeeded rows, and a batch's that skips rows held elsewhere.
 _RELEASE = {kind.name: _release(kind, False) for kind in KINDS}
 _RELEASE_FREE = {kind.name: _release(kind, True) for kind in KINDS}
