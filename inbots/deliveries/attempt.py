@@ -302,8 +302,7 @@ def _classify_error(exc: Exception) -> str:
     return "connect"
 
 
-def send(engine: Engine, claim: Claim, webhook_id: str) -> Sent:
-    """The POST of a claimed row (no transaction open), its slot still held."""
+def _send(engine: Engine, claim: Claim, webhook_id: str) -> Sent:
     started = utcnow()
     clock = time.monotonic()
 
@@ -361,20 +360,15 @@ def send(engine: Engine, claim: Claim, webhook_id: str) -> Sent:
 def send_and_release(engine: Engine, claim: Claim, webhook_id: str) -> Sent:
     """The POST of a claimed row (no transaction open), then its URL's slot given back."""
     try:
-        return send(engine, claim, webhook_id)
+        return _send(engine, claim, webhook_id)
     finally:
         release_slot(engine, claim.key, claim.lease)
 
 
 def release_slot(engine: Engine, key: str, lease: str) -> None:
     """Give the URL's slot back (a Redis failure only logs: the lease runs out by itself)."""
-    release_slots(engine, [(key, lease)])
-
-
-def release_slots(engine: Engine, leases: list[tuple[str, str]]) -> None:
-    """:func:`release_slot` for several ``(key, lease)``, in one round trip."""
     try:
-        engine.limiter.release_all(leases)
+        engine.limiter.release(key, lease)
     except Exception as exc:  # the lease expires by itself; the attempt must still be recorded
         log.warning("could not release the URL's slot: %s", type(exc).__name__)
 

@@ -45,8 +45,6 @@ from inbots.deliveries.attempt import (
     free_slots,
     observe,
     release_slot,
-    release_slots,
-    send,
     send_and_release,
     settle,
     take,
@@ -140,30 +138,20 @@ def _send_and_record(
     """POST the claimed jobs side by side; record each once it is done, with the others that
     finished meanwhile or within :data:`TOGETHER_SECONDS` after it."""
     posts = {
-        engine.senders.submit(send, engine, claim, jobs[i].row_id): (i, claim)
+        engine.senders.submit(send_and_release, engine, claim, jobs[i].row_id): (i, claim)
         for i, claim in sending
     }
     pending: set[Future[Sent]] = set(posts)
-    try:
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            if pending:  # the others are usually moments behind: one transaction for them all
-                more, pending = wait(pending, timeout=TOGETHER_SECONDS)
-                finished |= more
-            # Their URLs' slots, given back in one round trip before their records.
-            release_slots(engine, [(posts[f][1].key, posts[f][1].lease) for f in finished])
-            done = [(posts[f], f.result()) for f in finished]
-            recorded = _record_all(engine, [(jobs[i], claim, sent) for (i, claim), sent in done])
-            for ((i, claim), sent), result in zip(done, recorded, strict=True):
-                observe(jobs[i], claim, sent, result)
-                settled(i, result)
-    finally:
-        for future in pending:  # (only when a record failed) each slot as its POST ends
-
-            def give_back(_: Future[Sent], claim: Claim = posts[future][1]) -> None:
-                release_slot(engine, claim.key, claim.lease)
-
-            future.add_done_callback(give_back)
+    while pending:
+        finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+        if pending:  # the others are usually moments behind: one transaction records them all
+            more, pending = wait(pending, timeout=TOGETHER_SECONDS)
+            finished |= more
+        done = [(posts[f], f.result()) for f in finished]
+        recorded = _record_all(engine, [(jobs[i], claim, sent) for (i, claim), sent in done])
+        for ((i, claim), sent), result in zip(done, recorded, strict=True):
+            observe(jobs[i], claim, sent, result)
+            settled(i, result)
 
 
 def _claim_together(

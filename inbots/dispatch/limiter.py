@@ -40,10 +40,6 @@ class Limiter(Protocol):
     def release(self, key: str, lease: str) -> None:
         """Give the lease back (nothing happens if it already expired)."""
 
-    def release_all(self, leases: Sequence[tuple[str, str]]) -> None:
-        """:meth:`release` for each ``(key, lease)``, in one round trip where the limiter is
-        remote."""
-
     def free(self, key: str) -> int:
         """How many of ``key``'s slots are free now."""
 
@@ -94,10 +90,6 @@ class LocalLimiter:
                 leases.pop(lease, None)
                 if not leases:
                     del self._leases[key]
-
-    def release_all(self, leases: Sequence[tuple[str, str]]) -> None:
-        for key, lease in leases:
-            self.release(key, lease)
 
     def free(self, key: str) -> int:
         with self._lock:
@@ -179,16 +171,6 @@ class RedisLimiter:
 
     def release(self, key: str, lease: str) -> None:
         self.client.zrem(self.name(key), lease)
-
-    def release_all(self, leases: Sequence[tuple[str, str]]) -> None:
-        if len(leases) < 2:
-            for key, lease in leases:
-                self.release(key, lease)
-            return
-        pipe = self.client.pipeline(transaction=False)
-        for key, lease in leases:
-            pipe.zrem(self.name(key), lease)
-        pipe.execute()
 
     def free(self, key: str) -> int:
         return max(0, int(self._free(keys=[self.name(key)], args=[self.cap])))
