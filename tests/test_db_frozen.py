@@ -182,7 +182,7 @@ def test_keepalives_and_tcp_user_timeout_are_set_and_the_url_wins() -> None:
     assert args["keepalives"] == 1
     assert args["tcp_user_timeout"] == TCP_KEEPALIVES["tcp_user_timeout"]
     assert "keepalives_idle" not in args  # the URL's stands
-    assert args["options"] == "-c a=b -c statement_timeout=30000"
+    assert args["options"] == "-c a=b -c TimeZone=UTC -c statement_timeout=30000"
 
 
 def test_a_statement_timeout_of_0_sets_no_deadline() -> None:

@@ -67,6 +67,10 @@ def create_db_engine(settings: Settings) -> Engine:
         watchdog = Watchdog(limit)
         watchdog.install(engine)
 
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        _utc_session(dbapi_connection)
+
     @event.listens_for(engine, "checkout")
     def _on_checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
         _ping_if_the_server_spoke(dbapi_connection, watchdog)
@@ -121,17 +125,35 @@ TCP_KEEPALIVES = {
 
 def postgres_connect_args(url: URL, settings: Settings) -> dict[str, Any]:
     """libpq's ``connect_timeout`` (whole seconds), TCP keepalives and ``tcp_user_timeout``
-    (:data:`TCP_KEEPALIVES`; one given in the URL wins) and the session's ``statement_timeout``,
-    set in the startup packet (``options``), so it holds from the first statement on. Options
-    already in the URL are kept."""
+    (:data:`TCP_KEEPALIVES`; one given in the URL wins) and the session's ``TimeZone`` (UTC)
+    and ``statement_timeout``, set in the startup packet (``options``), so they hold from the
+    first statement on. Options already in the URL are kept (ours come after them)."""
     args: dict[str, Any] = {"connect_timeout": math.ceil(settings.db_connect_timeout_seconds)}
     args.update({key: n for key, n in TCP_KEEPALIVES.items() if key not in url.query})
+    given = url.query.get("options")
+    options = [given] if isinstance(given, str) else list(given or ())
+    options.append(f"-c TimeZone={SESSION_TIME_ZONE}")
     statement_ms = round(settings.db_statement_timeout_seconds * 1000)
     if statement_ms > 0:
-        given = url.query.get("options")
-        options = [given] if isinstance(given, str) else list(given or ())
-        args["options"] = " ".join([*options, f"-c statement_timeout={statement_ms}"])
+        options.append(f"-c statement_timeout={statement_ms}")
+    args["options"] = " ".join(options)
     return args
+
+
+# Every session's time zone, so that psycopg hands back each timestamptz already in UTC
+# (``datetime.UTC``) and UTCDateTime needs no conversion per value on PostgreSQL.
+SESSION_TIME_ZONE = "UTC"
+
+
+def _utc_session(dbapi_connection: Any) -> None:
+    """A new connection whose time zone is not UTC (the startup packet's ``options`` were
+    dropped on the way, as some poolers do) is set to UTC before its first use."""
+    if dbapi_connection.info.parameter_status("TimeZone") == SESSION_TIME_ZONE:
+        return
+    before = dbapi_connection.autocommit
+    dbapi_connection.autocommit = True
+    dbapi_connection.execute(f"SET TIME ZONE '{SESSION_TIME_ZONE}'")
+    dbapi_connection.autocommit = before
 
 
 def _sqlite_engine(url: str, settings: Settings) -> Engine:

@@ -279,11 +279,14 @@ def inbox(
         rows.sort(key=lambda row: (row.priority_rank, row.id))
         rows = rows[: count + 1]
     page, following = rows[:count], len(rows) > count
-    deliveries = [SimpleNamespace(**row._mapping) for row in page]
-    if bodies:
-        opened(uow, deliveries)
-    else:
-        shown(uow, deliveries)
+    deliveries: Sequence[Any] = page
+    if bodies or any(row.delivered_at is None for row in page):
+        # Stamps to write, and mirror on the rows read (a row is read-only): a copy of each.
+        deliveries = [SimpleNamespace(**row._mapping) for row in page]
+        if bodies:
+            opened(uow, deliveries)
+        else:
+            shown(uow, deliveries)
     # With the bodies, what each message carries (metadata only, one query).
     carried = attachments.listed(uow.session, (d.message_id for d in deliveries)) if bodies else {}
     items = [

@@ -33,6 +33,13 @@ class UTCDateTime(TypeDecorator[datetime]):
         value = value.astimezone(UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
+    def result_processor(self, dialect: Dialect, coltype: Any) -> Any:
+        # PostgreSQL: every session runs in UTC (inbots.db.engine.SESSION_TIME_ZONE), so psycopg
+        # already answers aware UTC: nothing to do per value (an inbox page reads 650 of them).
+        if dialect.name == "postgresql":
+            return None
+        return super().result_processor(dialect, coltype)
+
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
