@@ -5,6 +5,7 @@ delivery."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -19,6 +20,7 @@ from inbots.db.engine import Database
 from inbots.db.uow import run_unit, unit_of_work
 from inbots.deliveries import service as deliveries
 from inbots.deliveries.schemas import Inbox
+from tests.conftest import ServerThread
 from tests.helpers import Api
 
 
@@ -101,3 +103,52 @@ def test_read_and_stamping_units_on_postgresql_open_no_transaction(database: Dat
     assert status(readonly=True) == TransactionStatus.IDLE
     assert status(stamps=True) == TransactionStatus.IDLE
     assert status() == TransactionStatus.INTRANS
+
+
+@contextmanager
+def _request_checkouts(database: Database) -> Iterator[list[int]]:
+    """Connections checked out of the pool by request threads (anyio's workers, where a sync
+    endpoint looks up its caller and runs): the embedded dispatcher's threads left out."""
+    seen: list[int] = []
+
+    def record(*_args: Any) -> None:
+        if threading.current_thread().name == "AnyIO worker thread":
+            seen.append(threading.get_ident())
+
+    event.listen(database.engine, "checkout", record)
+    try:
+        yield seen
+    finally:
+        event.remove(database.engine, "checkout", record)
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_a_reading_request_checks_out_one_connection_for_its_caller_and_its_unit(
+    api: Api, server: ServerThread
+) -> None:
+    """On PostgreSQL the caller lookup hands its session (autocommit: no transaction held) to
+    the request's reading or stamping unit; a writer takes a connection of its own."""
+    sender = api.agent("one-conn-sender")
+    reader = api.agent("one-conn-reader")
+    thread = sender.open_thread("One connection", ["one-conn-reader"])
+    sender.send(thread["id"], "first")
+    reader.inbox()  # its activity stamped, the page shown: the next requests only read
+    database: Database = server.app.state.db
+    with _request_checkouts(database) as seen:
+        assert reader.inbox()["waiting"] == 1
+    assert len(seen) == 1, seen
+    with _request_checkouts(database) as seen:
+        reader.ok("GET", f"/threads/{thread['id']}")
+    assert len(seen) == 1, seen
+    with _request_checkouts(database) as seen:  # refused by its unit: the session still closed
+        refused = reader.get("/inbox", params={"cursor": "not-a-cursor"})
+    assert refused.status_code == 422, refused.text
+    assert len(seen) == 1, seen
+    sender.send(thread["id"], "warm")  # the sender's activity stamped
+    with _request_checkouts(database) as seen:
+        sender.send(thread["id"], "second")
+    assert len(seen) == 2, seen  # the lookup's, then the writer's own
+    deadline = time.monotonic() + 5
+    while database.engine.pool.checkedout() and time.monotonic() < deadline:  # type: ignore[attr-defined]
+        time.sleep(0.05)
+    assert database.engine.pool.checkedout() == 0  # type: ignore[attr-defined]

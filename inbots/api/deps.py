@@ -23,7 +23,7 @@ from starlette.types import Scope
 
 from inbots.auth import service as auth
 from inbots.caller import Caller, SessionSeen
-from inbots.db.uow import UnitOfWork, run_unit
+from inbots.db.uow import UnitOfWork, one_session, run_unit
 from inbots.deliveries.wait import wait_seconds
 from inbots.errors import Invalid, UnknownField
 from inbots.kit.paging import page_size, whole_number
@@ -273,9 +273,10 @@ def _resolving_first(endpoint: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(endpoint)
     def call(*args: Any, **values: Any) -> Any:
         pending = _PENDING.get()
-        if pending is not None:
-            pending.get()
-        return endpoint(*args, **values)
+        with one_session():  # the lookup's session serves the endpoint's first unit
+            if pending is not None:
+                pending.get()
+            return endpoint(*args, **values)
 
     return call
 

@@ -292,7 +292,7 @@ def resolve(
             seen = session()
         except Invalid as exc:
             bad_session = exc  # told once the token is known good: 401 comes first
-    with unit_of_work(db, effects, readonly=True) as uow:
+    with unit_of_work(db, effects, readonly=True, hand_on=True) as uow:
         caller = authenticate(uow, token, seen)
     if bad_session is not None:
         raise bad_session

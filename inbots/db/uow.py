@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Concatenate, Literal, ParamSpec, TypeVar
 
 from sqlalchemy.orm import Session
@@ -83,6 +84,43 @@ def _quietly(fn: Callable[..., object], *args: object) -> None:
         log.exception("after-commit effect failed")
 
 
+# A request's sessions handed on (see :func:`one_session`): None outside one.
+_HANDED: ContextVar[list[tuple[Database, Session]] | None] = ContextVar(
+    "inbots_handed_session", default=None
+)
+
+
+@contextmanager
+def one_session() -> Iterator[None]:
+    """Within it, a read-only unit opened with ``hand_on`` (a request's caller lookup) leaves
+    its session open for the next unit of work of the same database instead of closing it; on
+    PostgreSQL, where read-only and stamping units run in autocommit, the next one of those
+    runs in it, so a request that looks up its caller and then reads checks out one connection
+    instead of two. A writing unit closes it and opens its own; one left unused is closed on
+    the way out. Both are on one thread (a worker's, for a sync endpoint)."""
+    handed: list[tuple[Database, Session]] = []
+    token = _HANDED.set(handed)
+    try:
+        yield
+    finally:
+        _HANDED.reset(token)
+        for _, session in handed:
+            session.close()
+
+
+def _handed_session(db: Database, shareable: bool) -> Session | None:
+    """The session a lookup handed on, if this unit (``shareable``: read-only or stamping, on
+    PostgreSQL) can run in it; any other is closed (its connection goes back to the pool)."""
+    handed = _HANDED.get()
+    if not handed:
+        return None
+    owner, session = handed.pop()
+    if shareable and owner is db:
+        return session
+    session.close()
+    return None
+
+
 @contextmanager
 def unit_of_work(
     db: Database,
@@ -91,21 +129,31 @@ def unit_of_work(
     readonly: bool = False,
     deferred: bool = False,
     stamps: bool = False,
+    hand_on: bool = False,
 ) -> Iterator[UnitOfWork]:
     """One transaction. ``readonly`` rolls back at the end (and sends no effects); ``deferred``
     (SQLite) begins without the write lock and takes it only if the work writes (see
     :func:`run_unit`); ``stamps`` (PostgreSQL) is a unit that mostly reads and writes at most
     single-statement stamps: it runs in autocommit, each statement its own transaction, as a
-    read-only unit does (see :class:`~inbots.db.engine.Database`)."""
-    session = db.session(readonly=readonly or deferred, stamps=stamps)
+    read-only unit does (see :class:`~inbots.db.engine.Database`). ``hand_on`` (a read-only
+    unit, PostgreSQL, within :func:`one_session`): its session is left to the next unit."""
+    autocommits = db.dialect == "postgresql" and (readonly or stamps)
+    session = _handed_session(db, autocommits) or db.session(
+        readonly=readonly or deferred, stamps=stamps
+    )
+    handed = _HANDED.get() if hand_on and readonly and autocommits else None
     uow = UnitOfWork(session, db.settings, effects)
     try:
         yield uow
-        if readonly:
+        if handed is not None:
+            # Nothing to end: in autocommit no transaction is open. Objects it loaded stay.
+            handed.append((db, session))
+        elif readonly:
             session.rollback()
         else:
             session.commit()
     except BaseException as exc:
+        handed = None
         session.rollback()
         unavailable = outage(exc, db.settings)
         if unavailable is None:
@@ -115,7 +163,8 @@ def unit_of_work(
             log.warning("database unavailable: %s", type(cause).__name__)
         raise unavailable from exc
     finally:
-        session.close()
+        if handed is None:
+            session.close()
     if not readonly:
         uow._committed()
 
