@@ -37,6 +37,7 @@ from typing import Any
 import httpx
 from sqlalchemy import func, select
 
+from bench import samework_notify
 from bench.broker import MODEL_MODULES, CeleryWorker, RedisServer, unresolved_foreign_keys
 from bench.common import (
     checked_request,
@@ -54,7 +55,6 @@ from bench.load import alternate, percentile, run_load
 from bench.receiver import Arrival, ReceiverProcess
 from bench.servers import REPO_ROOT, ServerProcess, free_port
 from inbots.db.engine import Database
-from inbots.deliveries.attempt import USER_AGENT
 from inbots.dispatch.jobs import NOTIFY_BATCH_TASK, NOTIFY_QUEUE
 from inbots.models.deliveries import Delivery, DeliveryAttempt
 from inbots.webhooks import signing
@@ -721,18 +721,13 @@ def post_loop(
     pacer: Pacer | None = None,
     warmup: int = 2,
 ) -> dict[str, Any]:
-    """``threads`` threads share one httpx client set up like the worker's
+    """``threads`` threads share one httpx transport set up like the worker's
     (``inbots.deliveries.attempt.make_client``: same timeout, no redirects, no proxies, same
-    pool) and POST the jobs to the receiver, each signed just before it is sent. After a short
+    pool; ``bench.samework_notify.send``) and POST the jobs to the receiver, each signed just
+    before it is sent. After a short
     warm-up the receiver is cleared and all threads are released together. Latency per request:
     from just before signing (paced: from the request's slot) to the answer."""
-    client = httpx.Client(
-        timeout=httpx.Timeout(10.0),
-        follow_redirects=False,
-        trust_env=False,
-        headers={"User-Agent": USER_AGENT},
-        limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
-    )
+    client = samework_notify.make_client()
     base = rig.receiver.url
     taken = itertools.count()
     ready = threading.Barrier(threads + 1)
@@ -742,13 +737,10 @@ def post_loop(
     errors: list[str] = []
 
     def post(job: Job) -> None:
-        headers = {
-            "content-type": "application/json",
-            **signing.headers_for([job.secret], job.webhook_id, job.body),
-        }
-        response = client.post(base + job.path, content=job.body, headers=headers)
-        if not 200 <= response.status_code < 300:
-            raise RuntimeError(f"receiver answered {response.status_code}")
+        signed = signing.headers_for([job.secret], job.webhook_id, job.body)
+        status = samework_notify.send(client, base + job.path, job.body, signed)
+        if not 200 <= status < 300:
+            raise RuntimeError(f"receiver answered {status}")
 
     def work() -> None:
         mine: list[float] = []

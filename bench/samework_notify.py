@@ -10,9 +10,10 @@ Each thread loops until nothing is left to claim:
    notification needs (its body fields, the URL and the signing secret).
 2. **Sign and POST** each: the ``message.created`` body (``inbots.webhooks.payloads``, the shape
    of docs/webhooks.md), encoded and signed per Standard Webhooks
-   (``inbots.webhooks.signing.headers_for``), POSTed with one shared ``httpx.Client`` configured
-   as the worker's (``inbots.deliveries.attempt.make_client``: timeout, no redirects, no
-   proxies, its pool limits and ``User-Agent``).
+   (``inbots.webhooks.signing.headers_for``), POSTed as the worker posts
+   (``inbots.deliveries.attempt.make_client`` and ``_send``): straight to one shared httpx
+   transport (its connection pool: no ``httpx.Client``, so no redirects; proxies ignored; its
+   pool limits), with its ``User-Agent`` and timeout on each request.
 3. **Record** the batch in one transaction: one multi-row ``INSERT`` of the attempt rows (the
    columns ``inbots.deliveries.attempts.attempt_values`` fills) and one ``UPDATE`` releasing
    the claims and stamping ``notified_at`` (and ``moved_at``) on the answered 2xx.
@@ -74,17 +75,32 @@ NOTIFIED_SQL = (
 )
 
 
-def make_client() -> httpx.Client:
-    return httpx.Client(
-        timeout=httpx.Timeout(TIMEOUT_SECONDS),
-        follow_redirects=False,
+def make_client() -> httpx.HTTPTransport:
+    return httpx.HTTPTransport(
         trust_env=False,
-        headers={"User-Agent": USER_AGENT},
         limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
     )
 
 
-def post_one(client: httpx.Client, row: tuple[Any, ...]) -> tuple[list[Any], bool]:
+TIMEOUT = httpx.Timeout(TIMEOUT_SECONDS).as_dict()
+
+
+def send(client: httpx.HTTPTransport, url: str, payload: bytes, signed: dict[str, str]) -> int:
+    """POST ``payload`` as the worker does (``inbots.deliveries.attempt._send``): its
+    ``User-Agent`` and timeout on the request, straight to the transport; the status code."""
+    headers = {"user-agent": USER_AGENT, "content-type": "application/json", **signed}
+    request = httpx.Request(
+        "POST", url, content=payload, headers=headers, extensions={"timeout": TIMEOUT}
+    )
+    response = client.handle_request(request)
+    try:
+        response.read()
+    finally:
+        response.close()
+    return response.status_code
+
+
+def post_one(client: httpx.HTTPTransport, row: tuple[Any, ...]) -> tuple[list[Any], bool]:
     """Build, sign and POST one notification; its attempt row's values, and whether it was a 2xx."""
     (did, message_id, thread_id, publish, title, ref, sender, recipient) = row[:8]
     kind, priority, summary, body, created_at, url, secret = row[8:]
@@ -103,21 +119,20 @@ def post_one(client: httpx.Client, row: tuple[Any, ...]) -> tuple[list[Any], boo
             created_at=created_at,
         )
     )
-    headers = {"content-type": "application/json", **signing.headers_for([secret], did, payload)}
+    signed = signing.headers_for([secret], did, payload)
     started_at = datetime.now(UTC)
     t0 = time.perf_counter()
     try:
-        response = client.post(url, content=payload, headers=headers)
-        status: int | None = response.status_code
-        ok = 200 <= response.status_code < 300
-        reason = "ok" if ok else f"http_{response.status_code}"
+        status: int | None = send(client, url, payload, signed)
+        ok = status is not None and 200 <= status < 300
+        reason = "ok" if ok else f"http_{status}"
     except httpx.HTTPError:
         status, ok, reason = None, False, "network"
     duration = int((time.perf_counter() - t0) * 1000)
     return [new_id("att"), did, publish, url, started_at, duration, status, reason], ok
 
 
-def work(conninfo: str, client: httpx.Client, batch: int, counts: list[int]) -> None:
+def work(conninfo: str, client: httpx.HTTPTransport, batch: int, counts: list[int]) -> None:
     with psycopg.connect(conninfo, autocommit=True) as conn:
         while True:
             claimed = conn.execute(CLAIM_SQL, (batch,)).fetchall()
