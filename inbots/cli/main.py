@@ -6,10 +6,8 @@ The exit codes are listed in :mod:`inbots.cli.client` and ``docs/cli.md``.
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -21,6 +19,7 @@ from inbots.cli.client import EXIT_INTERNAL, EXIT_USAGE, CliError, report
 from inbots.cli.commands import add_operator_commands
 from inbots.cli.mail import hook
 from inbots.cli.mail.commands import app as mail_app
+from inbots.cli.startup import started, starting
 
 if TYPE_CHECKING:
     from inbots.config import Settings
@@ -541,28 +540,8 @@ def purge(
     )
 
 
-# How long a command may take to start before it collects garbage again (see main).
-START_UP_SECONDS = 5.0
-
-
-def started() -> None:
-    """Collect garbage again from here on, never walking what start-up made (it lives as long
-    as the process). Idempotent."""
-    if not gc.isenabled():
-        gc.freeze()
-        gc.enable()
-
-
 def main() -> None:
-    # What a command builds as it starts (a server's app: its models, routes and tables) lives
-    # as long as the process, and collecting garbage meanwhile walks it again and again: a
-    # fifth of a server's start-up. So the collector rests until the command has started
-    # (serve and web say when; any command still running after START_UP_SECONDS collects
-    # again then), and a short command ends before it would have collected anything useful.
-    gc.disable()
-    resume = threading.Timer(START_UP_SECONDS, started)
-    resume.daemon = True
-    resume.start()
+    starting()  # the collector rests until the command has started (inbots/cli/startup.py)
     if sys.argv[1:3] == ["mail", "hook"] and (code := hook.fast(sys.argv[3:])) is not None:
         sys.exit(code)  # a harness runs it before every prompt: no Typer (inbots/cli/mail/hook.py)
     from inbots.errors import InbotsError

@@ -1,7 +1,7 @@
 """The send path: posting into a thread, or opening a thread with its first message (a direct
-send), in one transaction: the content's checks, the idempotency key, one delivery per
-recipient, the approval gate, the caps, the acknowledgement a reply may carry (``acknowledge``)
-and what waits for the commit. Reading what was sent is :mod:`.reading`."""
+send), in one transaction: the content's checks (:mod:`.checks`), the idempotency key, one
+delivery per recipient, the approval gate, the caps, the acknowledgement a reply may carry
+(``acknowledge``) and what waits for the commit. Reading what was sent is :mod:`.reading`."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from inbots.attachments.service import Checked
 from inbots.caller import Caller
 from inbots.db.uow import UnitOfWork
 from inbots.deliveries import service as deliveries
-from inbots.deliveries.schemas import OUTCOMES, ReplyAcknowledged
+from inbots.deliveries.schemas import ReplyAcknowledged
 from inbots.deliveries.state import state_of
 from inbots.dispatch.jobs import Job
 from inbots.errors import (
@@ -33,13 +33,12 @@ from inbots.errors import (
     Invalid,
     NoRecipients,
     Pointing,
-    SummaryRequired,
     ThreadNotOpen,
 )
 from inbots.kit.clock import utcnow
 from inbots.kit.ids import new_id
 from inbots.kit.text import shown_summary
-from inbots.messages import governance
+from inbots.messages import checks, governance
 from inbots.messages.reading import to_read, with_attachments
 from inbots.messages.schemas import (
     DeliveryBrief,
@@ -47,16 +46,12 @@ from inbots.messages.schemas import (
     MessageCreate,
     SendResult,
     Skipped,
-    idempotency_key,
 )
 from inbots.models.agents import Agent
 from inbots.models.deliveries import Delivery
 from inbots.models.messages import (
-    DEFAULT_KIND,
     HELD,
-    KINDS,
     NORMAL,
-    PRIORITIES,
     Message,
     priority_rank,
 )
@@ -96,73 +91,6 @@ _THREAD_ACTIVE = (
 )
 
 
-def check_idempotency_key(key: str | None, uow: UnitOfWork) -> str | None:
-    return idempotency_key(key, uow.settings.idempotency_key_max)
-
-
-def _check_content(
-    uow: UnitOfWork, caller: Caller, body: str, summary: str | None, kind: str | None
-) -> tuple[str, str | None, str]:
-    """A message's content as stored (a blank summary is none; no kind is ``update``), within
-    the settings' lengths; a long body needs a summary (the operator's does not)."""
-    s = uow.settings
-    if not body.strip():
-        raise Invalid("body must be a non-empty string.", field="body")
-    if len(body) > s.message_body_max:
-        raise Invalid(
-            f"body is {len(body)} characters; the limit is {s.message_body_max}. Point at a file "
-            "or URL instead of pasting it.",
-            field="body",
-        )
-    if summary is not None:
-        summary = summary.strip() or None
-    if summary is not None:
-        if "\n" in summary or "\r" in summary:
-            raise Invalid("summary must be one line.", field="summary")
-        if len(summary) > s.summary_max:
-            raise Invalid(f"summary must be at most {s.summary_max} characters.", field="summary")
-    if summary is None and not caller.is_operator and len(body) > s.summary_required_over:
-        raise SummaryRequired(
-            f"This body is {len(body)} characters: add a summary (one line, up to "
-            f"{s.summary_max} characters, saying what you are asking for) to any body over "
-            f"{s.summary_required_over}.",
-            field="summary",
-        )
-    if kind is None:
-        kind = DEFAULT_KIND
-    if kind not in KINDS:
-        raise Invalid(f"kind must be one of {', '.join(KINDS)}.", field="kind")
-    return body, summary, kind
-
-
-def _check_priority(priority: str | None) -> str:
-    if priority is None:
-        return NORMAL
-    if priority not in PRIORITIES:
-        raise Invalid(
-            "priority must be normal (the default) or urgent (listed first in every inbox).",
-            field="priority",
-        )
-    return priority
-
-
-def _check_acknowledge(acknowledge: str | None, reply_to: str | None) -> str | None:
-    """A reply's ``acknowledge`` (done or declined): it acknowledges the caller's copy of the
-    message it answers, so it needs ``reply_to``."""
-    if acknowledge is None:
-        return None
-    if acknowledge not in OUTCOMES:
-        raise Invalid("acknowledge must be done or declined.", field="acknowledge")
-    if reply_to is None:
-        raise Invalid(
-            "acknowledge goes with reply_to: it acknowledges your copy of the message you "
-            "answer, in a reply posted to that message's thread. Give reply_to, or leave "
-            "acknowledge out.",
-            field="acknowledge",
-        )
-    return acknowledge
-
-
 def _acknowledged(
     uow: UnitOfWork, caller: Caller, message: Message, outcome: str | None, held: bool
 ) -> ReplyAcknowledged | None:
@@ -178,19 +106,6 @@ def _acknowledged(
         else shown_summary(message.summary, message.body, min(s.summary_shown, s.note_max))
     )
     return deliveries.acknowledge_reply(uow, caller, message.reply_to_id, outcome, note)
-
-
-def _check_ttl(uow: UnitOfWork, ttl: int | None) -> int | None:
-    s = uow.settings
-    if ttl is None:
-        return None
-    if not s.ttl_min_seconds <= ttl <= s.ttl_max_seconds:
-        raise Invalid(
-            f"ttl_seconds must be from {s.ttl_min_seconds} to {s.ttl_max_seconds} seconds "
-            f"(got {ttl}); leave it out for mail that never expires.",
-            field="ttl_seconds",
-        )
-    return ttl
 
 
 # What a send's fingerprint is made of: its texts, ids and the sorted recipients of a direct send.
@@ -294,13 +209,13 @@ def send_message(
 ) -> SendResult:
     """Store one message and one delivery per other participant who can receive, in one
     transaction. With an idempotency key, a repeat returns the original (``duplicate``)."""
-    key = check_idempotency_key(idempotency_key, uow)
+    key = checks.idempotency_key_of(idempotency_key, uow)
     body, summary, kind, reply_to = request.body, request.summary, request.kind, request.reply_to
     thread = threads.visible_thread(uow, caller, thread_id, lock=True)
-    body, summary, kind = _check_content(uow, caller, body, summary, kind)
-    priority = _check_priority(request.priority)
-    ttl = _check_ttl(uow, request.ttl_seconds)
-    ack = _check_acknowledge(request.acknowledge, reply_to)
+    body, summary, kind = checks.content(uow, caller, body, summary, kind)
+    priority = checks.priority(request.priority)
+    ttl = checks.ttl(uow, request.ttl_seconds)
+    ack = checks.acknowledge(request.acknowledge, reply_to)
     carried = attachments.check(uow.settings, request.attachments)
     fingerprint = _fingerprint(
         thread.id,
@@ -372,17 +287,17 @@ def send_direct(
     (``reused_thread``). With an idempotency key, a repeat returns the original
     (``duplicate``) and opens nothing."""
     s = uow.settings
-    key = check_idempotency_key(idempotency_key, uow)
-    body, summary, kind = _check_content(uow, caller, request.body, request.summary, request.kind)
-    priority = _check_priority(request.priority)
-    ttl = _check_ttl(uow, request.ttl_seconds)
+    key = checks.idempotency_key_of(idempotency_key, uow)
+    body, summary, kind = checks.content(uow, caller, request.body, request.summary, request.kind)
+    priority = checks.priority(request.priority)
+    ttl = checks.ttl(uow, request.ttl_seconds)
     if request.reply_to is not None:
         raise Invalid(
             "reply_to names a message in the same thread, and a send with to opens a new "
             "thread: leave reply_to out, or post to the thread (thread_id) you answer in.",
             field="reply_to",
         )
-    _check_acknowledge(request.acknowledge, None)
+    checks.acknowledge(request.acknowledge, None)
     if request.title is None:
         title = shown_summary(summary, body, s.thread_title_max)
     else:

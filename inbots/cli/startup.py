@@ -1,0 +1,32 @@
+"""A command's garbage collector rests while it starts.
+
+What a command builds as it starts (a server's app: its models, routes and tables) lives as long
+as the process, and collecting garbage meanwhile walks it again and again: a fifth of a server's
+start-up. So the collector rests until the command has started (``serve`` and ``web`` say when;
+any command still running after :data:`START_UP_SECONDS` collects again then), and a short
+command ends before it would have collected anything useful.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+# How long a command may take to start before it collects garbage again.
+START_UP_SECONDS = 5.0
+
+
+def starting() -> None:
+    """Hold the collector until :func:`started` (or :data:`START_UP_SECONDS` from now)."""
+    gc.disable()
+    resume = threading.Timer(START_UP_SECONDS, started)
+    resume.daemon = True
+    resume.start()
+
+
+def started() -> None:
+    """Collect garbage again from here on, never walking what start-up made (it lives as long
+    as the process). Idempotent."""
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
