@@ -28,7 +28,7 @@ from inbots.deliveries.schemas import (
     WorkingRequest,
     WorkingResult,
 )
-from inbots.deliveries.stamps import stamp
+from inbots.deliveries.stamps import opened, shown
 from inbots.deliveries.state import STATE_STAMPS, state_of
 from inbots.errors import AlreadyAcknowledged, Expired, Invalid, not_found
 from inbots.events import service as events
@@ -73,9 +73,6 @@ def to_read(delivery: Delivery, recipient: str) -> DeliveryRead:
     )
 
 
-# A delivery as loaded (the ORM row) or as listed (its id and stamps: see inbox()).
-Stamped = Delivery | SimpleNamespace
-
 # What an inbox listing reads of each delivery: no more than its item and its state need (the
 # whole ORM row costs about twice as much to load, per item).
 _LISTED = (
@@ -85,30 +82,6 @@ _LISTED = (
     Delivery.priority_rank,
     *(getattr(Delivery, name) for name in STATE_STAMPS),
 )
-
-
-def _apply(rows: Sequence[Stamped], stamp_name: str, now: datetime) -> None:
-    """Mirror a bulk stamp on rows already loaded, so their state is read correctly."""
-    for row in rows:
-        if getattr(row, stamp_name) is None:
-            setattr(row, stamp_name, now)
-
-
-def shown(uow: UnitOfWork, rows: Sequence[Stamped]) -> None:
-    """The recipient's client was shown these deliveries: stamp delivered."""
-    ids = [r.id for r in rows if r.delivered_at is None]
-    if ids:
-        now = stamp(uow, "delivered_at", ids)
-        _apply(rows, "delivered_at", now)
-
-
-def opened(uow: UnitOfWork, rows: Sequence[Stamped]) -> None:
-    """The recipient received these bodies: stamp fetched (and delivered, if it was not yet)."""
-    shown(uow, rows)
-    ids = [r.id for r in rows if r.fetched_at is None]
-    if ids:
-        now = stamp(uow, "fetched_at", ids)
-        _apply(rows, "fetched_at", now)
 
 
 # The inbox's statements are built once per shape (which filters a listing uses, and its page
@@ -181,10 +154,14 @@ def _inbox_filters(
 
 
 @functools.lru_cache(maxsize=256)
-def _listing(shape: _Shape, acked: bool, after: bool, unshown_only: bool, rows: int) -> Select[Any]:
+def _listing(
+    shape: _Shape, acked: bool, after: bool, unshown_only: bool, rows: int, counted: bool
+) -> Select[Any]:
     """A page of ``rows`` of the recipient's inbox of this shape, acknowledged or not: its
     values are ``recipient`` and those of :func:`_inbox_filters` (``rank``, ``since``), and with
-    ``after`` the cursor's ``after_rank`` and ``after_id``."""
+    ``after`` the cursor's ``after_rank`` and ``after_id``. ``counted``: each row also carries
+    ``waiting`` (:func:`waiting_count`, read in the same statement: one round trip, one
+    snapshot)."""
     # Expired mail and mail in a closed thread has left the inbox; held (or rejected) mail is
     # not the recipient's (yet). Unacknowledged, this is the predicate of ix_deliveries_inbox.
     where: list[ColumnElement[bool]] = [
@@ -207,9 +184,11 @@ def _listing(shape: _Shape, acked: bool, after: bool, unshown_only: bool, rows: 
                 and_(Delivery.priority_rank == rank, Delivery.id > bindparam("after_id")),
             )
         )
+    counts = (_WAITING_COUNT.scalar_subquery().label("waiting"),) if counted else ()
     return (
         select(
             *_LISTED,
+            *counts,
             Thread.title.label("thread_title"),
             Thread.ref.label("thread_ref"),
             Agent.username.label("sender"),
@@ -264,15 +243,17 @@ def inbox(
     values["recipient"] = caller.agent_id
     if after is not None:
         values["after_rank"], values["after_id"] = after
-    waiting = waiting_count(uow, caller)
     run = uow.session.connection().execute
     halves = (False, True) if shape.acked is None else (shape.acked,)
+    one = len(halves) == 1  # then the page's rows carry the count too
     statements = [
-        _listing(shape, half, after is not None, unshown_only, count + 1) for half in halves
+        _listing(shape, half, after is not None, unshown_only, count + 1, one) for half in halves
     ]
-    if len(statements) == 1:
+    if one:
         rows = list(run(statements[0], values).all())
+        waiting = rows[0].waiting if rows else waiting_count(uow, caller)
     else:
+        waiting = waiting_count(uow, caller)
         # Both halves, each read in order from its own partial index, merged: one index scan
         # per half instead of every delivery of the recipient sorted.
         rows = [row for statement in statements for row in run(statement, values)]

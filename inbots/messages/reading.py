@@ -13,7 +13,7 @@ from inbots.agents import service as agents
 from inbots.attachments import service as attachments
 from inbots.caller import Caller
 from inbots.db.uow import UnitOfWork, mostly_reads, reads
-from inbots.deliveries import receipts
+from inbots.deliveries import receipts, stamps
 from inbots.deliveries import service as deliveries
 from inbots.deliveries.schemas import OUTCOMES, AckRequest
 from inbots.deliveries.state import STATES
@@ -119,7 +119,7 @@ def history(
                 Delivery.expired_at.is_(None),  # the operator's expired copies stay expired
             )
         ).all()
-        deliveries.opened(uow, own)
+        stamps.opened(uow, own)
     next_cursor = LAST_ID.encode(page[-1].id) if len(rows) > count else None
     items = _reads(uow, page)
     sent = receipts.receipts_of(uow, [m.id for m in page if m.sender_id == caller.agent_id])
@@ -173,7 +173,7 @@ def read_message(uow: UnitOfWork, caller: Caller, ident: str) -> MessageWithDeli
             raise deliveries.expired_error(
                 f"Message {message.id}", delivery.expired_at, message.ttl_seconds
             )
-        deliveries.opened(uow, [delivery])
+        stamps.opened(uow, [delivery])
     sender = agents.usernames(uow, [message.sender_id]).get(message.sender_id, "")
     sent = receipts.receipts_of(uow, [message.id]) if message.sender_id == caller.agent_id else {}
     read = to_read(message, sender)
