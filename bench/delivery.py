@@ -238,7 +238,8 @@ class Rig:
         """Notify jobs waiting on the broker (a ``delivery.notify_batch`` task carries several)."""
         client = self.redis.client()
         try:
-            return sum(jobs_in(raw) for raw in client.lrange(NOTIFY_QUEUE, 0, -1))
+            queued: list[bytes] = client.lrange(NOTIFY_QUEUE, 0, -1)  # type: ignore[assignment]
+            return sum(jobs_in(raw) for raw in queued)
         finally:
             client.close()
 
@@ -302,7 +303,7 @@ class Rig:
                 .join(Delivery, Delivery.id == DeliveryAttempt.delivery_id)
                 .where(Delivery.accepted_at >= since)
             ).all()
-        return [(r[0], r[1], r[2]) for r in rows]
+        return [(str(r[0]), r[1], r[2]) for r in rows]  # joined with its delivery: never None
 
 
 def check_phase(
