@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import standardwebhooks
 
+import inbots
+
 from tests.helpers import Api, Caller, attempt_waits, metric_samples
 from tests.receivers import FAST, always, fail_then_ok, receiver
 
@@ -45,6 +47,12 @@ def test_healthy_receiver_is_notified_with_a_verifiable_signature(api: Api) -> N
     assert payload["summary"] == "Wake up please"
     assert "body" not in payload
     assert request.headers["webhook-id"] == delivery_id
+    # The headers docs/webhooks.md lists (plus Host and Content-Length), and none of a client's.
+    headers = {name.lower(): value for name, value in request.headers.items()}
+    assert headers["user-agent"] == f"Inbots-Webhooks/{inbots.__version__}"
+    assert headers["content-type"] == "application/json"
+    assert headers["content-length"] == str(len(request.body))
+    assert "accept-encoding" not in headers
     detail = api.delivery(delivery_id)
     assert [(a["number"], a["reason"], a["status_code"]) for a in detail["attempts"]] == [
         (1, "ok", 204)

@@ -138,9 +138,9 @@ def unit_of_work(
     read-only unit does (see :class:`~inbots.db.engine.Database`). ``hand_on`` (a read-only
     unit, PostgreSQL, within :func:`one_session`): its session is left to the next unit."""
     autocommits = db.dialect == "postgresql" and (readonly or stamps)
-    session = _handed_session(db, autocommits) or db.session(
-        readonly=readonly or deferred, stamps=stamps
-    )
+    session = _handed_session(db, autocommits)
+    if session is None:
+        session = db.session(readonly=readonly or deferred, stamps=stamps)
     handed = _HANDED.get() if hand_on and readonly and autocommits else None
     uow = UnitOfWork(session, db.settings, effects)
     try:
