@@ -12,7 +12,6 @@ import pytest
 import standardwebhooks
 
 import inbots
-
 from tests.helpers import Api, Caller, attempt_waits, metric_samples
 from tests.receivers import FAST, always, fail_then_ok, receiver
 
