@@ -35,6 +35,7 @@ from tests.celery_harness import (  # noqa: F401  (fixtures)
     redis_broker_fixture,
     settings_overrides_fixture,
     timings_fixture,
+    wait_state,
     wait_until,
 )
 from tests.helpers import Api, Samples, metric_samples, sample
@@ -121,7 +122,8 @@ def test_jobs_waiting_for_a_worker_are_never_taken_for_lost(
         # Workers come back: everything goes out on its first publish, none failed.
         celery.worker(queues="notify,notify-retry,alerts")
         celery.wait_for(hook, len(ids), timeout=60)
-        done = [api.delivery(d) for d in ids]
+        # Each is recorded just after its receiver answered.
+        done = [wait_state(api, d, "notified", 20, celery) for d in ids]
     for detail in done:
         assert detail["state"] == "notified" and detail["failed_at"] is None, detail
         assert [(a["publish"], a["trigger"], a["reason"]) for a in detail["attempts"]] == [

@@ -680,6 +680,45 @@ def test_a_batch_of_successes_is_recorded_in_one_insert_and_one_update(
         assert row(database, job.row_id).notified_at is not None
 
 
+def test_a_batch_to_healthy_receivers_is_posted_in_turn_and_recorded_in_one_transaction(
+    api: Api, database: Database, settings: Settings
+) -> None:
+    """A batch whose receivers answer at once is posted on the calling thread, one POST after
+    another (no sender thread starts), and recorded in one transaction: one attempts INSERT for
+    the six, each delivery with exactly its own attempt and stamp. (The hand-over is given all
+    the time it could want here, so the machine's speed cannot decide the path.)"""
+    from sqlalchemy import event
+
+    from inbots.deliveries.inline import Lookout
+
+    wide = Engine(
+        database, settings, make_client(settings), LocalLimiter(16, 30.0), lookout=Lookout(30.0)
+    )
+    statements: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        statements.append(" ".join(statement.split()))
+
+    try:
+        with receiver(always(204)) as hook:
+            jobs = [Job(d, 1, "publish") for _ in range(6) for d in mail(api, hook.url, 1)]
+            event.listen(database.engine, "before_cursor_execute", seen)
+            try:
+                results = notify_all(wide, jobs)
+            finally:
+                event.remove(database.engine, "before_cursor_execute", seen)
+        assert results == [Result("notified")] * 6
+        assert not wide.senders._threads, "a healthy batch started sender threads"
+    finally:
+        wide.close()
+    attempts = [s for s in statements if s.startswith("INSERT INTO delivery_attempts")]
+    assert len(attempts) == 1, statements
+    assert len(hook.requests) == 6
+    for job in jobs:
+        assert reasons(api, job.row_id) == [(1, 1, "publish", "ok")]
+        assert row(database, job.row_id).notified_at is not None
+
+
 def test_a_woken_job_that_is_skipped_hands_its_slot_to_the_next_in_line(
     api: Api, database: Database, settings: Settings, engine: Engine
 ) -> None:

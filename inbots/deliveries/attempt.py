@@ -57,6 +57,7 @@ from inbots.deliveries.attempts import (
     count_attempts,
     record_lost_attempt,
 )
+from inbots.deliveries.inline import Lookout
 from inbots.deliveries.parking import park, unpark, wake
 from inbots.dispatch.jobs import Job, Result
 from inbots.dispatch.limiter import Limiter, url_key
@@ -78,8 +79,9 @@ EXCERPT_BYTES = 1024
 
 @dataclass
 class Engine:
-    """Everything an attempt needs besides the job. ``senders``: the threads a batch's POSTs run
-    on side by side (a batch of one sends on the caller's thread)."""
+    """Everything an attempt needs besides the job. A batch's POSTs are made in turn on the
+    caller's thread until one is slow (``lookout``, :mod:`.inline`); then the rest run side by
+    side on ``senders`` and are recorded on ``recorders``."""
 
     db: Database
     settings: Settings
@@ -89,8 +91,14 @@ class Engine:
     senders: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(32, thread_name_prefix="inbots-post")
     )
+    recorders: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(32, thread_name_prefix="inbots-record")
+    )
+    lookout: Lookout = field(default_factory=Lookout)
 
     def close(self) -> None:
+        self.lookout.close()
+        self.recorders.shutdown(wait=False, cancel_futures=True)
         self.senders.shutdown(wait=False, cancel_futures=True)
         self.client.close()
 

@@ -11,12 +11,14 @@ the round trips:
   attempts counted in one statement each (:func:`_read_deliveries`); the slots are taken last,
   for the whole batch in one round trip to the limiter. Rows another transaction holds
   (:func:`~.outbox.lock_free`) are left out and claimed alone once the others are done;
-- **sends**: the POSTs run side by side on the engine's sender threads (:func:`_send_and_record`;
-  a batch of one sends on the caller's thread);
-- **records** (:func:`_record_all`): whenever a POST finishes, it is recorded with every other
-  that finished meanwhile — the plain successes in one transaction of a few statements
+- **sends** (:func:`_send_and_record`): the POSTs are made in turn on the caller's thread and
+  recorded together once all are answered; a POST still unanswered after a moment hands the
+  rest to the engine's sender threads, which post them side by side (:mod:`.inline`);
+- **records** (:func:`_record_all`): a handed-over batch's whenever a POST finishes, with every
+  other that finished meanwhile — the plain successes in one transaction of a few statements
   (:func:`_notified`), a failure or a success ending a failure streak alone
-  (:func:`~.attempt._settle`) — and each slot freed goes to the oldest delivery parked on its URL.
+  (:func:`~.attempt._settle`) — and each slot freed goes to the oldest delivery parked on its
+  URL.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from inbots.deliveries.attempt import (
     take,
     wake_if_free,
 )
+from inbots.deliveries.inline import Outcome
 from inbots.deliveries.parking import wake, with_lines
 from inbots.dispatch.jobs import Job, Result
 from inbots.kit.clock import utcnow
@@ -103,13 +106,7 @@ def _notify_all(
             settled(i, Result("parked", reason="URL at its in-flight cap", wake=tuple(woken)))
         else:
             sending.append((i, claim))
-    if len(sending) == 1:  # no thread hop for a batch of one
-        i, claim = sending[0]
-        sent = send_and_release(engine, claim, jobs[i].row_id)
-        result = _record_all(engine, [(jobs[i], claim, sent)])[0]
-        observe(jobs[i], claim, sent, result)
-        settled(i, result)
-    elif sending:
+    if sending:
         _send_and_record(engine, jobs, sending, settled)
     # The rows another transaction held a moment ago: each alone, now that the others are
     # done (its claim may wait for its row; it holds nothing else meanwhile).
@@ -123,35 +120,74 @@ def _notify_all(
             _notify_all(engine, [jobs[i]], alone)
 
 
-# How long a finished POST waits for the rest of its batch before it is recorded without them:
-# POSTs to healthy receivers finish within moments of each other, and one transaction for all of
-# them costs a fraction of one each; a slow receiver holds up the others' records no longer.
+# How long a finished POST waits for the rest of its batch before it is recorded without them,
+# once the batch is handed over: POSTs to healthy receivers finish within moments of each other,
+# and one transaction for all of them costs a fraction of one each; a slow receiver holds up the
+# others' records no longer.
 TOGETHER_SECONDS = 0.1
+
+_Sending = tuple[int, Claim]
 
 
 def _send_and_record(
     engine: Engine,
     jobs: Sequence[Job],
-    sending: Sequence[tuple[int, Claim]],
+    sending: Sequence[_Sending],
     settled: Callable[[int, Result], None],
 ) -> None:
-    """POST the claimed jobs side by side; record each once it is done, with the others that
-    finished meanwhile or within :data:`TOGETHER_SECONDS` after it."""
-    posts = {
-        engine.senders.submit(send_and_release, engine, claim, jobs[i].row_id): (i, claim)
-        for i, claim in sending
-    }
+    """POST the claimed jobs in turn on this thread and record them together, unless one is
+    slow: then the rest are posted side by side and each is recorded once it is done
+    (:mod:`.inline`)."""
+
+    def post(one: _Sending) -> Sent:
+        i, claim = one
+        return send_and_release(engine, claim, jobs[i].row_id)
+
+    def take_over(done: list[tuple[_Sending, Sent]], rest: list[_Sending]) -> Future[None]:
+        posts = {engine.senders.submit(post, one): one for one in rest}
+        return engine.recorders.submit(_record_as_done, engine, jobs, done, posts, settled)
+
+    if len(sending) == 1:  # nothing to hand over
+        outcome = Outcome([(sending[0], post(sending[0]))])
+    else:
+        outcome = engine.lookout.run(sending, post, take_over)
+    for done in (outcome.done, [outcome.late] if outcome.late else []):
+        if done:
+            _record_done(engine, jobs, done, settled)
+    if outcome.handed is not None:
+        outcome.handed.result()
+
+
+def _record_done(
+    engine: Engine,
+    jobs: Sequence[Job],
+    done: Sequence[tuple[_Sending, Sent]],
+    settled: Callable[[int, Result], None],
+) -> None:
+    recorded = _record_all(engine, [(jobs[i], claim, sent) for (i, claim), sent in done])
+    for ((i, claim), sent), result in zip(done, recorded, strict=True):
+        observe(jobs[i], claim, sent, result)
+        settled(i, result)
+
+
+def _record_as_done(
+    engine: Engine,
+    jobs: Sequence[Job],
+    done: Sequence[tuple[_Sending, Sent]],
+    posts: dict[Future[Sent], _Sending],
+    settled: Callable[[int, Result], None],
+) -> None:
+    """A handed-over batch: record the POSTs already answered, then each of the others once it
+    is done, with the others that finished meanwhile or within :data:`TOGETHER_SECONDS`."""
+    if done:
+        _record_done(engine, jobs, done, settled)
     pending: set[Future[Sent]] = set(posts)
     while pending:
         finished, pending = wait(pending, return_when=FIRST_COMPLETED)
         if pending:  # the others are usually moments behind: one transaction records them all
             more, pending = wait(pending, timeout=TOGETHER_SECONDS)
             finished |= more
-        done = [(posts[f], f.result()) for f in finished]
-        recorded = _record_all(engine, [(jobs[i], claim, sent) for (i, claim), sent in done])
-        for ((i, claim), sent), result in zip(done, recorded, strict=True):
-            observe(jobs[i], claim, sent, result)
-            settled(i, result)
+        _record_done(engine, jobs, [(posts[f], f.result()) for f in finished], settled)
 
 
 def _claim_together(
