@@ -151,9 +151,10 @@ def _send_and_record(
         outcome = Outcome([(sending[0], post(sending[0]))])
     else:
         outcome = engine.lookout.run(sending, post, take_over)
-    for done in (outcome.done, [outcome.late] if outcome.late else []):
-        if done:
-            _record_done(engine, jobs, done, settled)
+    if outcome.done:
+        _record_done(engine, jobs, outcome.done, settled)
+    if outcome.late:  # the POST under way when the rest was handed over
+        _record_done(engine, jobs, [outcome.late], settled)
     if outcome.handed is not None:
         outcome.handed.result()
 
