@@ -11,7 +11,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 
-from inbots.deliveries.inline import Lookout
+from inbots.deliveries.inline import Lookout, Turns
 
 
 class Recorder:
@@ -151,3 +151,63 @@ def test_the_lookout_hands_over_a_batch_posting_past_its_limit() -> None:
         lookout.close()
     (outcome,) = result
     assert outcome.late == (2, "answer 2")  # type: ignore[attr-defined]
+
+
+def test_a_batch_past_the_turns_waits_until_one_is_left_and_a_turn_is_given_back_once() -> None:
+    turns = Turns(2)
+    entered = threading.Event()
+    with turns.take() as first, turns.take():
+
+        def third() -> None:
+            with turns.take():
+                entered.set()
+
+        waiting = threading.Thread(target=third)
+        waiting.start()
+        assert not entered.wait(0.2), "a third batch got a turn while two were taken"
+        first.leave()
+        first.leave()  # a second leave gives nothing back (the semaphore is bounded)
+        assert entered.wait(5)
+        waiting.join(5)
+    with turns.take(), turns.take():  # both turns are free again, and no more than two
+        assert not turns._free.acquire(blocking=False)  # type: ignore[union-attr]
+
+
+def test_a_handed_over_batch_leaves_its_turn_while_its_slow_post_still_hangs() -> None:
+    """One turn: the only batch's POST hangs; once the lookout hands it over, another batch
+    takes the turn at once instead of waiting for the hanging receiver."""
+    lookout = Lookout(limit=30.0, post_limit=0.05, every=0.01)
+    turns = Turns(1)
+    hang = threading.Event()
+
+    def post(item: int) -> str:
+        if item == 1:
+            assert hang.wait(10)
+        return f"answer {item}"
+
+    take_over = Recorder(post)
+    result: list[object] = []
+
+    def slow_batch() -> None:
+        with turns.take() as turn:
+            result.append(lookout.run([1], post, take_over, turn))
+
+    caller = threading.Thread(target=slow_batch)
+    caller.start()
+    try:
+        time.sleep(0.02)  # the slow batch has the turn
+        began = time.monotonic()
+        with turns.take() as turn:
+            waited = time.monotonic() - began
+            assert lookout.run([2, 3], post, take_over, turn).done == [
+                (2, "answer 2"),
+                (3, "answer 3"),
+            ]
+        assert waited < 2, f"the second batch waited {waited:.2f} s for the hanging one"
+        assert caller.is_alive(), "the slow batch should still be waiting on its POST"
+    finally:
+        hang.set()
+        caller.join(10)
+        lookout.close()
+    (outcome,) = result
+    assert outcome.late == (1, "answer 1")  # type: ignore[attr-defined]

@@ -57,7 +57,7 @@ from inbots.deliveries.attempts import (
     count_attempts,
     record_lost_attempt,
 )
-from inbots.deliveries.inline import Lookout
+from inbots.deliveries.inline import Lookout, Turns
 from inbots.deliveries.parking import park, unpark, wake
 from inbots.dispatch.jobs import Job, Result
 from inbots.dispatch.limiter import Limiter, url_key
@@ -95,6 +95,7 @@ class Engine:
         default_factory=lambda: ThreadPoolExecutor(32, thread_name_prefix="inbots-record")
     )
     lookout: Lookout = field(default_factory=Lookout)
+    turns: Turns = field(default_factory=Turns)
 
     def close(self) -> None:
         self.lookout.close()

@@ -52,7 +52,7 @@ from inbots.deliveries.attempt import (
     take,
     wake_if_free,
 )
-from inbots.deliveries.inline import Outcome
+from inbots.deliveries.inline import Turn
 from inbots.deliveries.parking import wake, with_lines
 from inbots.dispatch.jobs import Job, Result
 from inbots.kit.clock import utcnow
@@ -95,19 +95,20 @@ def _notify_all(
     engine: Engine, jobs: Sequence[Job], settled: Callable[[int, Result], None]
 ) -> None:
     order = sorted(range(len(jobs)), key=lambda i: jobs[i].row_id)
-    claimed = _claim_together(engine, [jobs[i] for i in order], utcnow())
-    sending: list[tuple[int, Claim]] = []
-    for k, claim in claimed.items():
-        i = order[k]
-        if isinstance(claim, Result):
-            settled(i, claim)
-        elif isinstance(claim, Parked):
-            woken = wake_if_free(engine, claim.key)
-            settled(i, Result("parked", reason="URL at its in-flight cap", wake=tuple(woken)))
-        else:
-            sending.append((i, claim))
-    if sending:
-        _send_and_record(engine, jobs, sending, settled)
+    with engine.turns.take() as turn:
+        claimed = _claim_together(engine, [jobs[i] for i in order], utcnow())
+        sending: list[tuple[int, Claim]] = []
+        for k, claim in claimed.items():
+            i = order[k]
+            if isinstance(claim, Result):
+                settled(i, claim)
+            elif isinstance(claim, Parked):
+                woken = wake_if_free(engine, claim.key)
+                settled(i, Result("parked", reason="URL at its in-flight cap", wake=tuple(woken)))
+            else:
+                sending.append((i, claim))
+        if sending:
+            _send_and_record(engine, jobs, sending, settled, turn)
     # The rows another transaction held a moment ago: each alone, now that the others are
     # done (its claim may wait for its row; it holds nothing else meanwhile).
     for k in range(len(jobs)):
@@ -134,10 +135,11 @@ def _send_and_record(
     jobs: Sequence[Job],
     sending: Sequence[_Sending],
     settled: Callable[[int, Result], None],
+    turn: Turn,
 ) -> None:
     """POST the claimed jobs in turn on this thread and record them together, unless one is
-    slow: then the rest are posted side by side and each is recorded once it is done
-    (:mod:`.inline`)."""
+    slow: then the rest are posted side by side and each is recorded once it is done, and
+    ``turn`` is left (:mod:`.inline`)."""
 
     def post(one: _Sending) -> Sent:
         i, claim = one
@@ -147,10 +149,7 @@ def _send_and_record(
         posts = {engine.senders.submit(post, one): one for one in rest}
         return engine.recorders.submit(_record_as_done, engine, jobs, done, posts, settled)
 
-    if len(sending) == 1:  # nothing to hand over
-        outcome = Outcome([(sending[0], post(sending[0]))])
-    else:
-        outcome = engine.lookout.run(sending, post, take_over)
+    outcome = engine.lookout.run(sending, post, take_over, turn)
     if outcome.done:
         _record_done(engine, jobs, outcome.done, settled)
     if outcome.late:  # the POST under way when the rest was handed over
