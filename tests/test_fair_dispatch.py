@@ -719,6 +719,28 @@ def test_a_batch_to_healthy_receivers_is_posted_in_turn_and_recorded_in_one_tran
         assert row(database, job.row_id).notified_at is not None
 
 
+def test_a_notify_waits_for_a_turn_and_runs_once_one_is_left(
+    api: Api, database: Database, settings: Settings
+) -> None:
+    """An engine of one turn, held here: a job neither claims nor posts until the turn is left,
+    then is notified at once."""
+    from inbots.deliveries.inline import Turns
+
+    one = Engine(database, settings, make_client(settings), LocalLimiter(16, 30.0), turns=Turns(1))
+    try:
+        with receiver(always(204)) as hook:
+            (delivery_id,) = mail(api, hook.url, 1)
+            with one.turns.take():
+                worker, out = in_background(lambda: notify(one, Job(delivery_id, 1)))
+                time.sleep(0.3)
+                assert hook.requests == [] and row(database, delivery_id).claimed_until is None
+            worker.join(10)
+            assert out == [Result("notified")]
+            assert len(hook.requests) == 1
+    finally:
+        one.close()
+
+
 def test_a_woken_job_that_is_skipped_hands_its_slot_to_the_next_in_line(
     api: Api, database: Database, settings: Settings, engine: Engine
 ) -> None:

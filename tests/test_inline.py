@@ -170,7 +170,7 @@ def test_a_batch_past_the_turns_waits_until_one_is_left_and_a_turn_is_given_back
         assert entered.wait(5)
         waiting.join(5)
     with turns.take(), turns.take():  # both turns are free again, and no more than two
-        assert not turns._free.acquire(blocking=False)  # type: ignore[union-attr]
+        assert not turns._free.acquire(blocking=False)
 
 
 def test_a_handed_over_batch_leaves_its_turn_while_its_slow_post_still_hangs() -> None:
@@ -179,9 +179,11 @@ def test_a_handed_over_batch_leaves_its_turn_while_its_slow_post_still_hangs() -
     lookout = Lookout(limit=30.0, post_limit=0.05, every=0.01)
     turns = Turns(1)
     hang = threading.Event()
+    posting = threading.Event()
 
     def post(item: int) -> str:
         if item == 1:
+            posting.set()
             assert hang.wait(10)
         return f"answer {item}"
 
@@ -195,7 +197,7 @@ def test_a_handed_over_batch_leaves_its_turn_while_its_slow_post_still_hangs() -
     caller = threading.Thread(target=slow_batch)
     caller.start()
     try:
-        time.sleep(0.02)  # the slow batch has the turn
+        assert posting.wait(5)  # the slow batch holds the turn and its POST hangs
         began = time.monotonic()
         with turns.take() as turn:
             waited = time.monotonic() - began

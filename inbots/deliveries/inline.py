@@ -63,12 +63,11 @@ class Turns:
     """At most ``size`` batches under way at once; the others wait in :meth:`take`."""
 
     def __init__(self, size: int = TURNS) -> None:
-        self._free = threading.BoundedSemaphore(size) if size > 0 else None
+        self._free = threading.BoundedSemaphore(size)
 
     @contextmanager
     def take(self) -> Iterator[Turn]:
-        if self._free is not None:
-            self._free.acquire()
+        self._free.acquire()
         turn = Turn(self._free)
         try:
             yield turn
