@@ -25,14 +25,11 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import anyio
+import anyio.abc
 import anyio.to_thread
-from mcp.server import ServerRequestContext
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp_types import (
-    CLIENT_INFO_META_KEY,
-)
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import Message, Receive, Scope, Send
@@ -45,11 +42,15 @@ from inbots.dispatch.effects import Dispatch
 from inbots.errors import Forbidden, InbotsError, Invalid, PayloadTooLarge, Unauthorized
 from inbots.kit.ids import new_id
 from inbots.limits import Limits
-from inbots.mcp.server import build_server
-from inbots.mcp.spec import ToolContext
 from inbots.mcp.stdio import TOOL_SETS, TOOLS_HEADER, USER_AGENT_PREFIX
 from inbots.web.errors import envelope, error_response
 from inbots.web.limits import BodyTooLarge, jsonrpc_refusal
+
+if TYPE_CHECKING:
+    from mcp.server import ServerRequestContext
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+    from inbots.mcp.spec import ToolContext
 
 MCP_PATH = "/mcp"
 MCP_SESSION_HEADER = "mcp-session-id"
@@ -74,6 +75,8 @@ def _client_of(body: bytes) -> tuple[str | None, str | None]:
     params = data.get("params")
     info = None
     if isinstance(params, dict):
+        from mcp_types import CLIENT_INFO_META_KEY  # loaded with the SDK by the first request
+
         info = params.get("clientInfo")
         meta = params.get("_meta")
         if info is None and isinstance(meta, dict):
@@ -86,27 +89,66 @@ def _client_of(body: bytes) -> tuple[str | None, str | None]:
 
 
 class McpEndpoint:
+    """The SDK (about half a second of imports and tool schemas) is loaded by the first request
+    to ``/mcp``, not at start-up: most processes never serve one."""
+
     def __init__(self, db: Database, dispatch: Dispatch, settings: Settings) -> None:
         self.db = db
         self.dispatch = dispatch
         self.settings = settings
-        self.server = build_server(self._context_for, Limits.of(settings), self._wants_all)
+        self._tasks: anyio.abc.TaskGroup | None = None
+        self._stop: anyio.Event | None = None
+        self._starting: anyio.Lock | None = None
         self._manager: StreamableHTTPSessionManager | None = None
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """Run the SDK's session manager; enter this inside the app's lifespan."""
-        manager = StreamableHTTPSessionManager(app=self.server, stateless=True, json_response=True)
-        async with manager.run():
-            self._manager = manager
+        """Keep the SDK's session manager (once started) running; enter this inside the app's
+        lifespan."""
+        stop = self._stop = anyio.Event()
+        self._starting = anyio.Lock()
+        async with anyio.create_task_group() as tasks:
+            self._tasks = tasks
             try:
                 yield
             finally:
+                self._tasks = None
+                self._starting = None
                 self._manager = None
+                stop.set()
+
+    async def _started(self) -> StreamableHTTPSessionManager | None:
+        """The running session manager, started by the first caller; None outside the lifespan."""
+        starting = self._starting
+        if starting is None:
+            return None
+        async with starting:
+            tasks = self._tasks
+            if self._manager is None and tasks is not None:
+                self._manager = await tasks.start(self._run_manager)
+        return self._manager
+
+    async def _run_manager(self, *, task_status: anyio.abc.TaskStatus[Any]) -> None:
+        stop = self._stop
+        manager = await anyio.to_thread.run_sync(self._new_manager)
+        async with manager.run():
+            task_status.started(manager)
+            if stop is not None:
+                await stop.wait()
+
+    def _new_manager(self) -> StreamableHTTPSessionManager:
+        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+        from inbots.mcp.server import build_server
+
+        server = build_server(self._context_for, Limits.of(self.settings), self._wants_all)
+        return StreamableHTTPSessionManager(app=server, stateless=True, json_response=True)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        manager = self._manager
-        if scope["type"] != "http" or manager is None:
+        manager = None
+        if scope["type"] == "http":
+            manager = self._manager or await self._started()
+        if manager is None:
             response = envelope(
                 503,
                 "service_unavailable",
@@ -224,6 +266,8 @@ class McpEndpoint:
         return bool(request.scope.get(ALL_TOOLS, self.settings.mcp_tools == "all"))
 
     def _context_for(self, ctx: ServerRequestContext[Any, Any]) -> ToolContext:
+        from inbots.mcp.spec import ToolContext
+
         request = ctx.request
         caller = request.scope.get(CALLER) if request is not None else None
         if not isinstance(caller, Caller):  # cannot happen behind __call__; refuse, never guess
