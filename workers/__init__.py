@@ -1,5 +1,9 @@
 """Celery workers. ``celery -A workers worker`` finds the app here."""
 
-from workers.app import app
+from inbots.kit.startup import starting
+
+starting()  # the collector rests until the worker or beat is ready (inbots/kit/startup.py)
+
+from workers.app import app  # noqa: E402
 
 __all__ = ["app"]

@@ -18,6 +18,7 @@ import inbots.models  # noqa: F401  (every table: the tasks' queries join across
 from inbots.config import get_settings
 from inbots.dispatch.jobs import ALERT_QUEUE, NOTIFY_QUEUE, RENOTIFY_TASK, RETRY_QUEUE, SWEEP_QUEUE
 from inbots.dispatch.publisher import celery_config
+from inbots.kit.startup import started
 from inbots.observability.logs import configure_logging
 from workers.broker import transport_for
 
@@ -80,6 +81,12 @@ def _alerts_with_mail(instance: Any, **_: Any) -> None:
     queues = instance.app.amqp.queues
     if NOTIFY_QUEUE in queues.consume_from and ALERT_QUEUE not in queues.consume_from:
         queues.select_add(ALERT_QUEUE)
+
+
+@worker_ready.connect
+@beat_init.connect
+def _started(**_: Any) -> None:
+    started()  # the collector rested from the first import on (workers/__init__.py)
 
 
 @beat_init.connect

@@ -19,7 +19,7 @@ from inbots.cli.client import EXIT_INTERNAL, EXIT_USAGE, CliError, report
 from inbots.cli.commands import add_operator_commands
 from inbots.cli.mail import hook
 from inbots.cli.mail.commands import app as mail_app
-from inbots.cli.startup import started, starting
+from inbots.kit.startup import started, starting
 
 if TYPE_CHECKING:
     from inbots.config import Settings
@@ -541,7 +541,7 @@ def purge(
 
 
 def main() -> None:
-    starting()  # the collector rests until the command has started (inbots/cli/startup.py)
+    starting()  # the collector rests until the command has started (inbots/kit/startup.py)
     if sys.argv[1:3] == ["mail", "hook"] and (code := hook.fast(sys.argv[3:])) is not None:
         sys.exit(code)  # a harness runs it before every prompt: no Typer (inbots/cli/mail/hook.py)
     from inbots.errors import InbotsError

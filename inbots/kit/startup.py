@@ -1,10 +1,11 @@
-"""A command's garbage collector rests while it starts.
+"""A process's garbage collector rests while it starts.
 
-What a command builds as it starts (a server's app: its models, routes and tables) lives as long
-as the process, and collecting garbage meanwhile walks it again and again: a fifth of a server's
-start-up. So the collector rests until the command has started (``serve`` and ``web`` say when;
-any command still running after :data:`START_UP_SECONDS` collects again then), and a short
-command ends before it would have collected anything useful.
+What a process builds as it starts (a server's app, a worker's tasks: models, routes and tables)
+lives as long as the process, and collecting garbage meanwhile walks it again and again: a fifth
+of a server's start-up. So the collector rests until the process has started (``inbots serve``
+and ``inbots web`` say when, a Celery worker or beat when it is ready; any process still running
+after :data:`START_UP_SECONDS` collects again then), and a short command ends before it would
+have collected anything useful.
 """
 
 from __future__ import annotations
