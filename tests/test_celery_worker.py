@@ -788,3 +788,23 @@ def test_one_messages_webhooks_travel_as_one_batch_and_a_slow_receiver_holds_up_
         assert [a["reason"] for a in detail["attempts"]] == ["ok"], (name, detail["attempts"])
     assert len(fast.requests) == 3 and len(slow.requests) == 1
     assert celery.broker.client().llen(NOTIFY_QUEUE) == 0
+
+
+def test_a_worker_or_beat_collects_garbage_again_once_ready() -> None:
+    """``workers`` holds the collector from its first import (start-up builds what lives as long
+    as the process); Celery's ``worker_ready`` and ``beat_init`` signals turn it back on. In this
+    process, with the real signals: the 5 s fallback timer would be too late for the check."""
+    import gc
+
+    from celery.signals import beat_init, worker_ready
+
+    from workers.app import _started
+
+    assert _started in [ref() for _, ref in beat_init.receivers]  # (sending it starts beat's watch)
+    gc.disable()
+    try:
+        worker_ready.send(sender=None)
+        assert gc.isenabled()
+    finally:
+        gc.enable()
+        gc.unfreeze()

@@ -106,3 +106,25 @@ def test_the_client_loads_each_name_where_it_is_defined() -> None:
         "inbots.client; from inbots.client import glance, InbotsError", ("pydantic",)
     )
     assert light == []
+
+
+def test_the_server_loads_the_mcp_sdk_on_its_first_mcp_request(sqlite_database: str) -> None:
+    """A server process that never serves ``/mcp`` never pays for the SDK: started and asked for
+    ``/healthz`` it has none of it; its first ``/mcp`` request (refused here: no key) loads it,
+    and the refusal is the endpoint's own 401."""
+    probe = (
+        "import json, sys; from starlette.testclient import TestClient; "
+        "from inbots.app import create_app; from inbots.config import load_settings; "
+        "loaded = lambda: sorted(m for m in sys.modules if m.startswith(('mcp', 'mcp_types'))); "
+        f"app = create_app(load_settings(database_url={sqlite_database!r}), configure_logs=False)\n"
+        "with TestClient(app) as client:\n"
+        "    health = client.get('/healthz').status_code; before = loaded()\n"
+        "    refused = client.post('/mcp', json={'jsonrpc': '2.0', 'id': 1, 'method': 'ping'})\n"
+        "    print(json.dumps([health, before, refused.status_code, loaded() != []]))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INBOTS_")}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == [200, [], 401, True]

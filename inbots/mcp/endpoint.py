@@ -89,8 +89,8 @@ def _client_of(body: bytes) -> tuple[str | None, str | None]:
 
 
 class McpEndpoint:
-    """The SDK (about half a second of imports and tool schemas) is loaded by the first request
-    to ``/mcp``, not at start-up: most processes never serve one."""
+    """The SDK (a few tenths of a second of imports and tool schemas) is loaded by the first
+    request to ``/mcp``, not at start-up: most processes never serve one."""
 
     def __init__(self, db: Database, dispatch: Dispatch, settings: Settings) -> None:
         self.db = db
