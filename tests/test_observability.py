@@ -40,7 +40,8 @@ def settings_overrides() -> dict[str, object]:
 @dataclass
 class Scene:
     secrets: list[str]  # every key, token and signing secret the test saw
-    ids: list[str]
+    ids: list[str]  # message, thread, then the three deliveries
+    ghost: str  # the delivery that stalls
 
 
 def wait_until(check: Any, timeout: float = 15) -> None:
@@ -96,6 +97,7 @@ def scene(api: Api) -> Iterator[Scene]:
                 broken_made["webhook"]["signing_secret"],
             ],
             ids=[sent["message"]["id"], work["id"], *by_recipient.values()],
+            ghost=by_recipient["ghost"],
         )
 
 
@@ -162,7 +164,11 @@ def test_metrics_match_what_happened(alone: None, api: Api, request: pytest.Fixt
     assert grew("inbots_notify_latency_seconds_count") == 1
     assert grew("inbots_deliveries_failed_total", why="attempts_exhausted") == 1
     assert grew("inbots_renotify_runs_total") >= 1
-    assert grew("inbots_renotify_actions_total", action="stalled") == 1
+    # One stall for the ghost's delivery; under load the hooked one can also stall between its
+    # notification and its ack (0.8 s). Each stall is counted once and keeps its stamp.
+    stamped = [d for d in scene.ids[2:] if api.delivery(d)["stalled_at"] is not None]
+    assert scene.ghost in stamped
+    assert grew("inbots_renotify_actions_total", action="stalled") == len(stamped)
     assert grew("inbots_publish_failures_total") == 0
     # Gauges come from the database: exact.
     for state, count in {"acknowledged": 1, "failed": 1, "stalled": 1, "accepted": 0}.items():
