@@ -37,9 +37,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any
 
-from sqlalchemy import and_, func, insert, literal, or_, select, update
+from sqlalchemy import Select, and_, bindparam, func, insert, literal, or_, select, update
 from sqlalchemy.orm import aliased
 
 from inbots.alerts import pace
@@ -285,22 +286,30 @@ def _delivery_alerts(
     return store(uow, rows)
 
 
+@cache
+def _paced_windows(batch: int) -> Select[str, str, int, datetime | None]:
+    """The windows whose interval ended with deliveries still to tell (built once: the sweep
+    reads it every run)."""
+    return (
+        select(AlertWindow.subject_id, AlertWindow.type, AlertWindow.unreported, AlertWindow.since)
+        .where(
+            AlertWindow.type.in_((DELIVERY_STALLED, DELIVERY_FAILED)),
+            AlertWindow.unreported > 0,
+            AlertWindow.alerted_at <= bindparam("cutoff"),
+        )
+        .order_by(AlertWindow.subject_id, AlertWindow.type)
+        .limit(batch)
+        .with_for_update(skip_locked=True)
+    )
+
+
 def paced_alerts(uow: UnitOfWork, now: datetime) -> list[Job]:
     """The stall and failure alerts held back by the pace: for each agent whose deliveries were
     counted since its last alert of a type and whose interval has passed, one alert telling how
     many (``count``) and listing the newest. Run by the renotify sweep."""
     cutoff = now - timedelta(seconds=uow.settings.alert_interval_seconds)
-    windows = uow.session.execute(
-        select(AlertWindow.subject_id, AlertWindow.type, AlertWindow.unreported, AlertWindow.since)
-        .where(
-            AlertWindow.type.in_((DELIVERY_STALLED, DELIVERY_FAILED)),
-            AlertWindow.unreported > 0,
-            AlertWindow.alerted_at <= cutoff,
-        )
-        .order_by(AlertWindow.subject_id, AlertWindow.type)
-        .limit(uow.settings.renotify_batch_size)
-        .with_for_update(skip_locked=True)
-    ).all()
+    query = _paced_windows(uow.settings.renotify_batch_size)
+    windows = uow.session.execute(query, {"cutoff": cutoff}).all()
     rows = []
     for w in windows:
         stamp = Delivery.stalled_at if w.type == DELIVERY_STALLED else Delivery.failed_at

@@ -38,17 +38,18 @@ the last sweep ran, wherever it ran.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from functools import cache
+from typing import Any, cast
 
-from sqlalchemy import Select, or_, select, update
+from sqlalchemy import Select, Table, bindparam, or_, select, update
 
 from inbots.alerts import service as alerts
 from inbots.config import Settings
 from inbots.db.engine import Database
-from inbots.db.uow import unit_of_work
+from inbots.db.uow import UnitOfWork, unit_of_work
 from inbots.deliveries import retention
 from inbots.deliveries.attempts import record_lost_attempt
 from inbots.deliveries.outbox import DELIVERY, KINDS, Kind
@@ -97,20 +98,34 @@ def lost_before(
     return cutoff
 
 
-def lost_publishes(
-    now: datetime, settings: Settings, kind: Kind = DELIVERY, waiting_since: datetime | None = None
-) -> list[Any]:
+# The sweep's statements are built once per kind and batch size, with the moment of the run and
+# its cut-offs as bound parameters: an idle sweep (most runs) costs its round trips, not the
+# building of its queries. The public builders bind values into a new one (for EXPLAIN).
+
+
+def _param(name: str, values: Mapping[str, Any] | None) -> Any:
+    return bindparam(name) if values is None else bindparam(name, values[name])
+
+
+@cache
+def _once(build: Callable[..., Select[Any]], *key: Any) -> Select[Any]:
+    """``build(*key)`` with its parameters unbound, built once."""
+    return build(*key)
+
+
+def lost_publishes(kind: Kind = DELIVERY, values: Mapping[str, Any] | None = None) -> list[Any]:
     """The WHERE clause of a lost publish (matches ``ix_deliveries_republish`` and
-    ``ix_events_republish``); ``waiting_since``: when the oldest job still waiting in the broker
-    was published."""
+    ``ix_events_republish``), at ``now`` for publishes before ``lost_before`` (see
+    :func:`lost_before`)."""
     model = kind.model
+    now = _param("now", values)
     where = [
         model.publish_count > 0,
         model.notified_at.is_(None),
         model.failed_at.is_(None),
         model.thread_closed_at.is_(None),
         model.parked_key.is_(None),
-        model.last_published_at < lost_before(now, settings, waiting_since),
+        model.last_published_at < _param("lost_before", values),
         or_(model.next_attempt_at.is_(None), model.next_attempt_at < now),
         or_(model.claimed_until.is_(None), model.claimed_until < now),
     ]
@@ -120,12 +135,10 @@ def lost_publishes(
     return where
 
 
-def republish_batch(
-    now: datetime, settings: Settings, kind: Kind = DELIVERY, waiting_since: datetime | None = None
-) -> Select[str, int, datetime | None, str | None, str | None, str | None, str | None, bool]:
-    """One batch of lost publishes of one kind of row, oldest first, claimed (read through its
-    republish index). A row whose recipient no longer has a webhook, or no longer receives its
-    type, is not republished: nothing is owed to it any more."""
+def _republish_query(
+    kind_name: str, batch: int, values: Mapping[str, Any] | None = None
+) -> Select[Any]:
+    kind = _KIND[kind_name]
     model = kind.model
     return (
         select(
@@ -140,29 +153,41 @@ def republish_batch(
         )
         .join(Agent, Agent.id == model.recipient_id)
         .where(
-            *lost_publishes(now, settings, kind, waiting_since),
+            *lost_publishes(kind, values),
             Agent.webhook_url.is_not(None),
             wants(Agent.webhook_events, kind.event_type),
         )
         .order_by(model.last_published_at)
-        .limit(settings.renotify_batch_size)
+        .limit(batch)
         .with_for_update(of=model, skip_locked=True)
     )
 
 
-def lost_claims(
-    now: datetime, settings: Settings, kind: Kind = DELIVERY
-) -> Select[str, int, str | None]:
-    """Rows whose attempt's claim ran out unrecorded lately (its worker died mid-attempt), still
-    owed a notification (read through ``ix_deliveries_claimed`` / ``ix_events_claimed``). Only
-    claims that ran out within two sweep intervals and a claim's length: each is resumed by a
-    sweep or two, and one the sweeps missed is a lost publish in time, as before."""
+def _republish_values(
+    now: datetime, settings: Settings, waiting_since: datetime | None
+) -> dict[str, Any]:
+    return {"now": now, "lost_before": lost_before(now, settings, waiting_since)}
+
+
+def republish_batch(
+    now: datetime, settings: Settings, kind: Kind = DELIVERY, waiting_since: datetime | None = None
+) -> Select[Any]:
+    """One batch of lost publishes of one kind of row, oldest first, claimed (read through its
+    republish index). A row whose recipient no longer has a webhook, or no longer receives its
+    type, is not republished: nothing is owed to it any more."""
+    values = _republish_values(now, settings, waiting_since)
+    return _republish_query(kind.name, settings.renotify_batch_size, values)
+
+
+def _lost_claims_query(
+    kind_name: str, batch: int, values: Mapping[str, Any] | None = None
+) -> Select[Any]:
+    kind = _KIND[kind_name]
     model = kind.model
-    window = timedelta(seconds=2 * settings.renotify_interval_seconds + settings.claim_seconds)
     where: list[Any] = [
         model.claimed_until.is_not(None),
-        model.claimed_until < now,
-        model.claimed_until >= now - window,
+        model.claimed_until < _param("now", values),
+        model.claimed_until >= _param("since", values),
         model.notified_at.is_(None),
         model.failed_at.is_(None),
         model.thread_closed_at.is_(None),
@@ -173,34 +198,49 @@ def lost_claims(
         select(model.id, model.publish_count, model.job_trigger, kind.is_alert.label("alert"))
         .where(*where)
         .order_by(model.claimed_until)
-        .limit(settings.renotify_batch_size)
+        .limit(batch)
     )
 
 
-def resume_lost_claims(db: Database, settings: Settings, now: datetime) -> list[Job]:
+def _lost_claims_values(now: datetime, settings: Settings) -> dict[str, Any]:
+    """Only claims that ran out within two sweep intervals and a claim's length: each is resumed
+    by a sweep or two, and one the sweeps missed is a lost publish in time, as before."""
+    window = timedelta(seconds=2 * settings.renotify_interval_seconds + settings.claim_seconds)
+    return {"now": now, "since": now - window}
+
+
+def lost_claims(now: datetime, settings: Settings, kind: Kind = DELIVERY) -> Select[Any]:
+    """Rows whose attempt's claim ran out unrecorded lately (its worker died mid-attempt), still
+    owed a notification (read through ``ix_deliveries_claimed`` / ``ix_events_claimed``)."""
+    values = _lost_claims_values(now, settings)
+    return _lost_claims_query(kind.name, settings.renotify_batch_size, values)
+
+
+def _resumed(rows: Sequence[Any]) -> list[Job]:
     """A job for each row whose claim ran out unrecorded, for the publish it was on: the job
     logs the dead worker's attempt as ``worker_lost`` and goes on (or fails the delivery when
     that was its last attempt), as the task coming back from the broker would, but a claim's
     length after the worker died rather than the visibility timeout or the publish-lost window
     later. It costs no publish. A duplicate of such a job (two sweeps, or the broker's task as
     well) finds the claim taken or the row notified, and does nothing twice."""
+    return [
+        Job(row.id, row.publish_count, row.job_trigger or "publish", True, row.alert)
+        for row in rows
+    ]
+
+
+def _resume_lost_claims(db: Database, settings: Settings, now: datetime) -> list[Job]:
+    """The jobs that resume lost claims, on a run that republishes nothing."""
+    claims = _lost_claims_values(now, settings)
     jobs: list[Job] = []
-    for kind in KINDS:
-        with unit_of_work(db, readonly=True) as uow:
-            rows = uow.session.execute(lost_claims(now, settings, kind)).all()
-        jobs += [
-            Job(row.id, row.publish_count, row.job_trigger or "publish", True, row.alert)
-            for row in rows
-        ]
+    with unit_of_work(db, readonly=True) as uow:
+        for kind in KINDS:
+            query = _once(_lost_claims_query, kind.name, settings.renotify_batch_size)
+            jobs += _resumed(uow.session.execute(query, claims).all())
     return jobs
 
 
-def stall_batch(now: datetime, settings: Settings) -> Select[str]:
-    """One batch of deliveries that have not moved for the stall time, oldest first, claimed
-    (read through ``ix_deliveries_stall``). A working heartbeat also moves a delivery, and holds
-    off the stall for the working stall time (default 2 h) rather than the stall time."""
-    cutoff = now - timedelta(seconds=settings.stall_seconds)
-    working_cutoff = now - timedelta(seconds=settings.working_stall_seconds)
+def _stall_query(batch: int, values: Mapping[str, Any] | None = None) -> Select[Any]:
     return (
         select(Delivery.id)
         .where(
@@ -210,68 +250,100 @@ def stall_batch(now: datetime, settings: Settings) -> Select[str]:
             Delivery.thread_closed_at.is_(None),  # stamped in the transaction that closes it
             Delivery.expired_at.is_(None),
             Delivery.released(),  # held for approval: nothing to stall (ix_deliveries_stall)
-            Delivery.moved_at < cutoff,
-            or_(Delivery.working_at.is_(None), Delivery.working_at < working_cutoff),
+            Delivery.moved_at < _param("cutoff", values),
+            or_(
+                Delivery.working_at.is_(None),
+                Delivery.working_at < _param("working_cutoff", values),
+            ),
         )
         .order_by(Delivery.moved_at)
-        .limit(settings.renotify_batch_size)
+        .limit(batch)
         .with_for_update(of=Delivery, skip_locked=True)
+    )
+
+
+def _stall_values(now: datetime, settings: Settings) -> dict[str, Any]:
+    return {
+        "cutoff": now - timedelta(seconds=settings.stall_seconds),
+        "working_cutoff": now - timedelta(seconds=settings.working_stall_seconds),
+    }
+
+
+def stall_batch(now: datetime, settings: Settings) -> Select[Any]:
+    """One batch of deliveries that have not moved for the stall time, oldest first, claimed
+    (read through ``ix_deliveries_stall``). A working heartbeat also moves a delivery, and holds
+    off the stall for the working stall time (default 2 h) rather than the stall time."""
+    return _stall_query(settings.renotify_batch_size, _stall_values(now, settings))
+
+
+def _give_up(kind: Kind) -> Any:
+    table = kind.model.__table__
+    return (
+        update(table)
+        .where(table.c.id.in_(bindparam("ids", expanding=True)), table.c.failed_at.is_(None))
+        .values(
+            failed_at=bindparam("now"),
+            failure_reason=EXHAUSTED,
+            next_attempt_at=None,
+            claimed_until=None,
+        )
+    )
+
+
+def _publish_again(kind: Kind) -> Any:
+    table = kind.model.__table__
+    return (
+        update(table)
+        .where(table.c.id == bindparam("row_id"))
+        .values(
+            publish_count=bindparam("publish"),
+            last_published_at=bindparam("now"),
+            next_attempt_at=None,
+            claimed_until=None,
+            parked_at=None,
+        )
     )
 
 
 def _republish(
     db: Database, settings: Settings, now: datetime, waiting_since: datetime | None
-) -> tuple[list[Job], int, int, list[Job], int]:
+) -> tuple[list[Job], int, int, list[Job], int, list[Job]]:
     """The jobs published again, the rows of either kind given up, the lost claims logged, the
-    operator's delivery.failed alerts, and of the rows given up those that are deliveries."""
+    operator's delivery.failed alerts, of the rows given up those that are deliveries, and the
+    jobs that resume lost claims (read after this run cleared its own)."""
     jobs: list[Job] = []
     raised: list[Job] = []  # the operator's delivery.failed alerts
+    resumed: list[Job] = []
     exhausted = lost_claims = failed_deliveries = 0
+    batch = settings.renotify_batch_size
+    republish = _republish_values(now, settings, waiting_since)
+    claims = _lost_claims_values(now, settings)
     for kind in KINDS:
         with unit_of_work(db) as uow:
-            rows = uow.session.execute(republish_batch(now, settings, kind, waiting_since)).all()
+            session = uow.session
+            rows = session.execute(_once(_republish_query, kind.name, batch), republish).all()
             lost = [row for row in rows if row.claimed_until is not None]  # ran out: see query
             for row in lost:
-                record_lost_attempt(uow.session, settings, row, row.webhook_url or "")
+                record_lost_attempt(session, settings, row, row.webhook_url or "")
             give_up = [row.id for row in rows if row.publish_count >= settings.publish_attempts]
-            again = [
-                (row.id, row.publish_count + 1, row.alert)
-                for row in rows
-                if row.publish_count < settings.publish_attempts
-            ]
-            model = kind.model
+            again = [row for row in rows if row.publish_count < settings.publish_attempts]
             if give_up:
-                uow.session.execute(
-                    update(model)
-                    .where(model.id.in_(give_up), model.failed_at.is_(None))
-                    .values(
-                        failed_at=now,
-                        failure_reason=EXHAUSTED,
-                        next_attempt_at=None,
-                        claimed_until=None,
-                    )
-                    .execution_options(synchronize_session=False)
-                )
+                session.execute(_GIVE_UP[kind.name], {"ids": give_up, "now": now})
                 if kind is DELIVERY:
                     raised += alerts.deliveries_failed(uow, give_up, now, EXHAUSTED)
                     failed_deliveries += len(give_up)
-            for row_id, publish, alert in again:
-                uow.session.execute(
-                    update(model)
-                    .where(model.id == row_id)
-                    .values(
-                        publish_count=publish,
-                        last_published_at=now,
-                        next_attempt_at=None,
-                        claimed_until=None,
-                        parked_at=None,
-                    )
-                    .execution_options(synchronize_session=False)
-                )
-                jobs.append(Job(row_id, publish, "renotify", alert=alert))
+            if again:
+                values = [
+                    {"row_id": r.id, "publish": r.publish_count + 1, "now": now} for r in again
+                ]
+                session.execute(_PUBLISH_AGAIN[kind.name], values)
+            jobs += [Job(r.id, r.publish_count + 1, "renotify", alert=r.alert) for r in again]
+            resumed += _resumed(
+                session.execute(_once(_lost_claims_query, kind.name, batch), claims).all()
+            )
         exhausted += len(give_up)
         lost_claims += len(lost)
-    return jobs, exhausted, lost_claims, raised, failed_deliveries
+    return jobs, exhausted, lost_claims, raised, failed_deliveries, resumed
 
 
 def _wake_parked(db: Database, settings: Settings, limiter: Limiter, now: datetime) -> list[Job]:
@@ -288,58 +360,68 @@ def _wake_parked(db: Database, settings: Settings, limiter: Limiter, now: dateti
     return jobs
 
 
-def expiry_batch(now: datetime, settings: Settings) -> Select[str]:
-    """One batch of deliveries whose message expired unacknowledged, claimed (read through
-    ``ix_deliveries_expiring``)."""
+def _expiry_query(batch: int, values: Mapping[str, Any] | None = None) -> Select[Any]:
     return (
         select(Delivery.id)
         .where(
             Delivery.expires_at.is_not(None),
             Delivery.expired_at.is_(None),
             Delivery.acknowledged_at.is_(None),
-            Delivery.expires_at <= now,
+            Delivery.expires_at <= _param("now", values),
         )
         .order_by(Delivery.expires_at)
-        .limit(settings.renotify_batch_size)
+        .limit(batch)
         .with_for_update(of=Delivery, skip_locked=True)
     )
+
+
+def expiry_batch(now: datetime, settings: Settings) -> Select[Any]:
+    """One batch of deliveries whose message expired unacknowledged, claimed (read through
+    ``ix_deliveries_expiring``)."""
+    return _expiry_query(settings.renotify_batch_size, {"now": now})
+
+
+_TABLE = cast(Table, Delivery.__table__)
+_EXPIRE = (
+    update(_TABLE)
+    .where(_TABLE.c.id.in_(bindparam("ids", expanding=True)), _TABLE.c.acknowledged_at.is_(None))
+    .values(expired_at=bindparam("now"), next_attempt_at=None)
+)
+_STALL = (
+    update(_TABLE)
+    .where(_TABLE.c.id.in_(bindparam("ids", expanding=True)))
+    .values(stalled_at=bindparam("now"))
+)
+_KIND = {kind.name: kind for kind in KINDS}
+_GIVE_UP = {kind.name: _give_up(kind) for kind in KINDS}
+_PUBLISH_AGAIN = {kind.name: _publish_again(kind) for kind in KINDS}
 
 
 def expire(db: Database, settings: Settings, now: datetime | None = None) -> int:
     """Stamp ``expired_at`` on every delivery whose message's ttl has passed unacknowledged, a
     batch a transaction; returns how many."""
     moment = now or utcnow()
+    batch = settings.renotify_batch_size
     total = 0
     while True:
         with unit_of_work(db) as uow:
-            ids = uow.session.scalars(expiry_batch(moment, settings)).all()
+            ids = uow.session.scalars(_once(_expiry_query, batch), {"now": moment}).all()
             if ids:
-                uow.session.execute(
-                    update(Delivery)
-                    .where(Delivery.id.in_(ids), Delivery.acknowledged_at.is_(None))
-                    .values(expired_at=moment, next_attempt_at=None)
-                    .execution_options(synchronize_session=False)
-                )
+                uow.session.execute(_EXPIRE, {"ids": ids, "now": moment})
         total += len(ids)
-        if len(ids) < settings.renotify_batch_size:
+        if len(ids) < batch:
             return total
 
 
-def _mark_stalled(db: Database, settings: Settings, now: datetime) -> tuple[int, list[Job]]:
+def _mark_stalled(uow: UnitOfWork, settings: Settings, now: datetime) -> tuple[int, list[Job]]:
     """Stamp a batch stalled; with the operator's ``delivery.stalled`` alerts' jobs (one per
     delivery per stall: the next sweep's batch leaves out what is stalled and has not moved)."""
-    raised: list[Job] = []
-    with unit_of_work(db) as uow:
-        ids = uow.session.scalars(stall_batch(now, settings)).all()
-        if ids:
-            uow.session.execute(
-                update(Delivery)
-                .where(Delivery.id.in_(ids))
-                .values(stalled_at=now)
-                .execution_options(synchronize_session=False)
-            )
-            raised = alerts.deliveries_stalled(uow, ids, now)
-    return len(ids), raised
+    query = _once(_stall_query, settings.renotify_batch_size)
+    ids = uow.session.scalars(query, _stall_values(now, settings)).all()
+    if not ids:
+        return 0, []
+    uow.session.execute(_STALL, {"ids": ids, "now": now})
+    return len(ids), alerts.deliveries_stalled(uow, ids, now)
 
 
 def sweep(
@@ -358,30 +440,29 @@ def sweep(
     waiting = backlog() if backlog is not None else Backlog({})
     jobs: list[Job] = []
     failed_alerts: list[Job] = []
+    resumed: list[Job] = []
     exhausted = lost = failed_deliveries = 0
     if waiting is None:
         log.info("renotify: the broker's backlog could not be read; republishing waits")
+        resumed = _resume_lost_claims(db, settings, moment)
     else:
-        jobs, exhausted, lost, failed_alerts, failed_deliveries = _republish(
+        jobs, exhausted, lost, failed_alerts, failed_deliveries, resumed = _republish(
             db, settings, moment, waiting.waiting_since()
         )
-    if jobs or failed_alerts:
-        publish([*jobs, *failed_alerts])
-    resumed = resume_lost_claims(db, settings, moment)  # after _republish cleared its claims
-    if resumed:
-        publish(resumed)
+    if jobs or failed_alerts or resumed:
+        publish([*jobs, *failed_alerts, *resumed])
     woken = _wake_parked(db, settings, limiter, moment) if limiter is not None else []
     if woken:
         publish(woken)
     expired = expire(db, settings, moment)
-    stalled, stalled_alerts = _mark_stalled(db, settings, moment)
-    with unit_of_work(db) as uow:  # the stall and failure alerts held back by their pace
-        stalled_alerts += alerts.paced_alerts(uow, moment)
+    purged = retention.purge(db, settings).threads if settings.retention_days else 0
+    with unit_of_work(db) as uow:
+        stalled, stalled_alerts = _mark_stalled(uow, settings, moment)
+        stalled_alerts += alerts.paced_alerts(uow, moment)  # held back by their pace
+        # The wall clock: when it ran, whatever ``now`` pretended.
+        heartbeats.beat(uow.session, heartbeats.RENOTIFY, utcnow())
     if stalled_alerts:
         publish(stalled_alerts)
-    purged = retention.purge(db, settings).threads if settings.retention_days else 0
-    with unit_of_work(db) as uow:  # the wall clock: when it ran, whatever ``now`` pretended
-        heartbeats.beat(uow.session, heartbeats.RENOTIFY, utcnow())
     report = SweepReport(
         republished=len(jobs),
         exhausted=exhausted,

@@ -102,7 +102,7 @@ class Delivery(Outbox, Base):
             postgresql_where=text(_STALL),
         ),
         # Attempts in flight: the sweep finds a claim that ran out unrecorded (its worker died)
-        # here, as soon as it runs out (renotify.py, resume_lost_claims).
+        # here, as soon as it runs out (renotify.py, _resumed).
         Index(
             "ix_deliveries_claimed",
             "claimed_until",
