@@ -147,6 +147,7 @@ def pg_database() -> Iterator[str]:
     upgrade(load_settings(database_url=url))
     yield url
     _stop_shared_servers()  # their pools hold connections to it
+    _dispose_databases()
     if url in _EMPTIERS:
         _EMPTIERS.pop(url).dispose()
     with admin.connect() as conn:
@@ -162,6 +163,7 @@ def sqlite_database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     upgrade(load_settings(database_url=url))
     yield url
     _stop_shared_servers()
+    _dispose_databases()
     if url in _EMPTIERS:
         _EMPTIERS.pop(url).dispose()
 
@@ -250,11 +252,29 @@ def settings(db_url: str, settings_overrides: dict[str, object]) -> Settings:
     return _loaded({**base, **settings_overrides})
 
 
+_DATABASES: dict[str, Database] = {}
+DATABASES_KEPT = 4
+
+
 @pytest.fixture
 def database(settings: Settings) -> Iterator[Database]:
-    db = Database(settings)
+    """A :class:`Database` for these settings, kept for this worker's later tests with equal
+    settings (its database is emptied between them): an engine and its first connections cost
+    more CPU than most tests. One that a test left a connection checked out of is dropped."""
+    key = settings.model_dump_json()
+    db = _DATABASES.pop(key, None) or Database(settings)
     yield db
-    db.dispose()
+    if db.engine.pool.checkedout():  # type: ignore[attr-defined]
+        db.dispose()
+    else:
+        _DATABASES[key] = db
+        while len(_DATABASES) > DATABASES_KEPT:  # settings of a test's own (paths) are many
+            _DATABASES.pop(next(iter(_DATABASES))).dispose()
+
+
+def _dispose_databases() -> None:
+    while _DATABASES:
+        _DATABASES.popitem()[1].dispose()
 
 
 # Ports for the servers and receivers tests start: a block of its own for each xdist worker,

@@ -46,6 +46,20 @@ def test_the_probe_sees_server_code_where_it_is() -> None:
     assert "sqlalchemy" in imported_by("inbots.mcp.endpoint")
 
 
+@pytest.mark.parametrize("module", ["inbots.cli.main", "workers"])
+def test_the_entry_points_leave_httpx_command_line_unloaded(module: str) -> None:
+    """httpx's own CLI (click, pygments, rich's progress bars) is nothing Inbots runs."""
+    probe = (
+        f"import json, sys, {module}, httpx; "
+        "print(json.dumps([m for m, v in sys.modules.items() if v is not None"
+        " and m.startswith(('httpx._main', 'pygments'))]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert json.loads(done.stdout) == []
+
+
 # What the hook must never load: the server, the web framework, the task queue, the MCP SDK,
 # pydantic (the client's models, and Typer's option parsing builds on it), httpcore (and the
 # trio and anyio it imports when installed: the hook's one request needs no pool).
