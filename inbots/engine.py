@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import redis
-
 from inbots.alerts import watch
 from inbots.config import Settings
 from inbots.db.engine import Database
@@ -27,8 +25,6 @@ from inbots.dispatch.effects import Dispatch
 from inbots.dispatch.jobs import Job, Publisher, Result
 from inbots.dispatch.limiter import LocalLimiter, RedisLimiter
 from inbots.dispatch.local import LocalDispatcher
-from inbots.dispatch.publisher import CeleryPublisher, broker_breaker
-from inbots.dispatch.wakeups import RedisRelay, WakeupHub
 from inbots.kit.clock import utcnow
 
 
@@ -37,6 +33,10 @@ def build_dispatch(settings: Settings, db: Database) -> Dispatch:
     both behind one breaker for the broker."""
     if settings.embedded:
         return embedded_dispatch(settings, db)
+    # Here, not above: the embedded default never loads Celery or redis-py (a quarter second).
+    from inbots.dispatch.publisher import CeleryPublisher, broker_breaker
+    from inbots.dispatch.wakeups import RedisRelay, WakeupHub
+
     breaker = broker_breaker(settings)
     relay = RedisRelay(settings.broker_url, WakeupHub(), breaker)
     return Dispatch(
@@ -77,6 +77,8 @@ def embedded_dispatch(settings: Settings, db: Database) -> Dispatch:
 def worker_engine(settings: Settings) -> Engine:
     """One Celery worker process's engine: a database pool, an HTTP client and the Redis leases
     shared with every other worker."""
+    import redis
+
     client = redis.Redis.from_url(settings.broker_url, socket_timeout=3)
     limiter = RedisLimiter(
         client, settings.webhook_max_in_flight_per_url, ttl_seconds=settings.inflight_lease_seconds

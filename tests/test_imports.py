@@ -142,3 +142,24 @@ def test_the_server_loads_the_mcp_sdk_on_its_first_mcp_request(sqlite_database: 
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == [200, [], 401, True]
+
+
+def test_the_embedded_default_loads_no_celery_and_no_redis(sqlite_database: str) -> None:
+    """Celery, kombu and redis-py are the production shape's: a server on the embedded default,
+    started and asked for ``/healthz`` and ``/readyz`` (which reports the broker), loads none."""
+    probe = (
+        "import json, sys; from starlette.testclient import TestClient; "
+        "from inbots.app import create_app; from inbots.config import load_settings; "
+        "PRODUCTION = ('celery', 'kombu', 'redis'); "
+        f"app = create_app(load_settings(database_url={sqlite_database!r}), configure_logs=False)\n"
+        "with TestClient(app) as client:\n"
+        "    codes = [client.get(p).status_code for p in ('/healthz', '/readyz')]\n"
+        "    loaded = sorted(m for m in sys.modules if m.split('.')[0] in PRODUCTION)\n"
+        "    print(json.dumps([codes, loaded]))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INBOTS_")}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == [[200, 200], []]

@@ -4,19 +4,22 @@
 The broker's state is reported, never required: a send is stored whatever the broker does, and
 the renotify sweep publishes what it missed. So a broker that is down is a state to show (and
 alert on), not a reason to take a web process out of rotation.
+
+redis-py is imported by the calls that talk to the broker: the embedded default never loads it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Literal
-
-import redis
+from typing import TYPE_CHECKING, Any, Literal
 
 from inbots.config import Settings
 from inbots.dispatch.backlog import PUBLISHED_AT, Backlog, Lane
 from inbots.dispatch.jobs import QUEUES
+
+if TYPE_CHECKING:
+    import redis
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +28,8 @@ PROBE_SECONDS = 1.0  # a broker slower than this to answer a ping counts as down
 
 
 def _client(settings: Settings) -> redis.Redis:
+    import redis
+
     return redis.Redis.from_url(
         settings.broker_url, socket_timeout=PROBE_SECONDS, socket_connect_timeout=PROBE_SECONDS
     )
@@ -34,6 +39,8 @@ def broker_state(settings: Settings) -> BrokerState:
     """``embedded`` without a broker (delivery runs in this process), else whether it answers."""
     if settings.embedded:
         return "embedded"
+    import redis
+
     try:
         client = _client(settings)
         try:
@@ -74,6 +81,8 @@ def _published_at(raw: bytes) -> float:
 def backlog(settings: Settings) -> Backlog | None:
     """:func:`read_backlog` from the configured broker; ``None`` when it does not answer within
     :data:`PROBE_SECONDS`. Only called with a broker configured."""
+    import redis
+
     try:
         client = _client(settings)
         try:

@@ -26,8 +26,6 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from redis.exceptions import NoScriptError
-
 
 class Limiter(Protocol):
     def acquire(self, key: str) -> str | None:
@@ -148,6 +146,8 @@ class RedisLimiter:
         lost its scripts (a restart) answers NOSCRIPT to all, and they are loaded and sent
         again. If any other fails, the leases the others took are given back and the error
         raised, as one :meth:`acquire` would."""
+        from redis.exceptions import NoScriptError  # here: the embedded default never loads it
+
         if len(keys) < 2:
             return [self.acquire(key) for key in keys]
         leases = [new_lease() for _ in keys]

@@ -18,8 +18,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import redis
-
 from inbots.dispatch.breaker import BOUND_SECONDS, Breaker
 
 log = logging.getLogger(__name__)
@@ -71,6 +69,8 @@ class RedisRelay:
     (the process's, shared with the publisher) is open."""
 
     def __init__(self, url: str, hub: WakeupHub, breaker: Breaker | None = None) -> None:
+        import redis  # here: the embedded default (no relay) never loads it
+
         self.hub = hub
         self.breaker = breaker
         self.client: Any = redis.Redis.from_url(
