@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -122,44 +123,46 @@ def test_the_client_loads_each_name_where_it_is_defined() -> None:
     assert light == []
 
 
-def test_the_server_loads_the_mcp_sdk_on_its_first_mcp_request(sqlite_database: str) -> None:
-    """A server process that never serves ``/mcp`` never pays for the SDK: started and asked for
-    ``/healthz`` it has none of it; its first ``/mcp`` request (refused here: no key) loads it,
-    and the refusal is the endpoint's own 401."""
+def in_a_server(database_url: str, code: str) -> Any:
+    """Run ``code`` in a fresh interpreter beside a server app on the embedded default, started
+    with ``client`` (a ``TestClient``) open on it; what it printed last, as JSON."""
+    body = "".join(f"    {line}\n" for line in code.splitlines())
     probe = (
         "import json, sys; from starlette.testclient import TestClient; "
         "from inbots.app import create_app; from inbots.config import load_settings; "
-        "loaded = lambda: sorted(m for m in sys.modules if m.startswith(('mcp', 'mcp_types'))); "
-        f"app = create_app(load_settings(database_url={sqlite_database!r}), configure_logs=False)\n"
-        "with TestClient(app) as client:\n"
-        "    health = client.get('/healthz').status_code; before = loaded()\n"
-        "    refused = client.post('/mcp', json={'jsonrpc': '2.0', 'id': 1, 'method': 'ping'})\n"
-        "    print(json.dumps([health, before, refused.status_code, loaded() != []]))"
+        f"app = create_app(load_settings(database_url={database_url!r}), configure_logs=False)\n"
+        f"with TestClient(app) as client:\n{body}"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("INBOTS_")}
     done = subprocess.run(
         [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.splitlines()[-1]) == [200, [], 401, True]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_the_server_loads_the_mcp_sdk_on_its_first_mcp_request(sqlite_database: str) -> None:
+    """A server process that never serves ``/mcp`` never pays for the SDK: started and asked for
+    ``/healthz`` it has none of it; its first ``/mcp`` request (refused here: no key) loads it,
+    and the refusal is the endpoint's own 401."""
+    answer = in_a_server(
+        sqlite_database,
+        "loaded = lambda: sorted(m for m in sys.modules if m.startswith(('mcp', 'mcp_types')))\n"
+        "health = client.get('/healthz').status_code; before = loaded()\n"
+        "refused = client.post('/mcp', json={'jsonrpc': '2.0', 'id': 1, 'method': 'ping'})\n"
+        "print(json.dumps([health, before, refused.status_code, loaded() != []]))",
+    )
+    assert answer == [200, [], 401, True]
 
 
 def test_the_embedded_default_loads_no_celery_and_no_redis(sqlite_database: str) -> None:
     """Celery, kombu and redis-py are the production shape's: a server on the embedded default,
     started and asked for ``/healthz`` and ``/readyz`` (which reports the broker), loads none."""
-    probe = (
-        "import json, sys; from starlette.testclient import TestClient; "
-        "from inbots.app import create_app; from inbots.config import load_settings; "
-        "PRODUCTION = ('celery', 'kombu', 'redis'); "
-        f"app = create_app(load_settings(database_url={sqlite_database!r}), configure_logs=False)\n"
-        "with TestClient(app) as client:\n"
-        "    codes = [client.get(p).status_code for p in ('/healthz', '/readyz')]\n"
-        "    loaded = sorted(m for m in sys.modules if m.split('.')[0] in PRODUCTION)\n"
-        "    print(json.dumps([codes, loaded]))"
+    answer = in_a_server(
+        sqlite_database,
+        "codes = [client.get(p).status_code for p in ('/healthz', '/readyz')]\n"
+        "production = ('celery', 'kombu', 'redis')\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in production)\n"
+        "print(json.dumps([codes, loaded]))",
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INBOTS_")}
-    done = subprocess.run(
-        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.splitlines()[-1]) == [[200, 200], []]
+    assert answer == [[200, 200], []]

@@ -100,7 +100,8 @@ def lost_before(
 
 # The sweep's statements are built once per kind and batch size, with the moment of the run and
 # its cut-offs as bound parameters: an idle sweep (most runs) costs its round trips, not the
-# building of its queries. The public builders bind values into a new one (for EXPLAIN).
+# building of its queries. ``republish_batch`` and ``stall_batch`` build one with values bound
+# (the tests' EXPLAIN of their indexes).
 
 
 def _param(name: str, values: Mapping[str, Any] | None) -> Any:
@@ -179,15 +180,15 @@ def republish_batch(
     return _republish_query(kind.name, settings.renotify_batch_size, values)
 
 
-def _lost_claims_query(
-    kind_name: str, batch: int, values: Mapping[str, Any] | None = None
-) -> Select[Any]:
+def _lost_claims_query(kind_name: str, batch: int) -> Select[Any]:
+    """Rows whose attempt's claim ran out unrecorded lately (its worker died mid-attempt), still
+    owed a notification (read through ``ix_deliveries_claimed`` / ``ix_events_claimed``)."""
     kind = _KIND[kind_name]
     model = kind.model
     where: list[Any] = [
         model.claimed_until.is_not(None),
-        model.claimed_until < _param("now", values),
-        model.claimed_until >= _param("since", values),
+        model.claimed_until < bindparam("now"),
+        model.claimed_until >= bindparam("since"),
         model.notified_at.is_(None),
         model.failed_at.is_(None),
         model.thread_closed_at.is_(None),
@@ -207,13 +208,6 @@ def _lost_claims_values(now: datetime, settings: Settings) -> dict[str, Any]:
     by a sweep or two, and one the sweeps missed is a lost publish in time, as before."""
     window = timedelta(seconds=2 * settings.renotify_interval_seconds + settings.claim_seconds)
     return {"now": now, "since": now - window}
-
-
-def lost_claims(now: datetime, settings: Settings, kind: Kind = DELIVERY) -> Select[Any]:
-    """Rows whose attempt's claim ran out unrecorded lately (its worker died mid-attempt), still
-    owed a notification (read through ``ix_deliveries_claimed`` / ``ix_events_claimed``)."""
-    values = _lost_claims_values(now, settings)
-    return _lost_claims_query(kind.name, settings.renotify_batch_size, values)
 
 
 def _resumed(rows: Sequence[Any]) -> list[Job]:
@@ -360,25 +354,21 @@ def _wake_parked(db: Database, settings: Settings, limiter: Limiter, now: dateti
     return jobs
 
 
-def _expiry_query(batch: int, values: Mapping[str, Any] | None = None) -> Select[Any]:
+def _expiry_query(batch: int) -> Select[Any]:
+    """One batch of deliveries whose message expired unacknowledged, claimed (read through
+    ``ix_deliveries_expiring``)."""
     return (
         select(Delivery.id)
         .where(
             Delivery.expires_at.is_not(None),
             Delivery.expired_at.is_(None),
             Delivery.acknowledged_at.is_(None),
-            Delivery.expires_at <= _param("now", values),
+            Delivery.expires_at <= bindparam("now"),
         )
         .order_by(Delivery.expires_at)
         .limit(batch)
         .with_for_update(of=Delivery, skip_locked=True)
     )
-
-
-def expiry_batch(now: datetime, settings: Settings) -> Select[Any]:
-    """One batch of deliveries whose message expired unacknowledged, claimed (read through
-    ``ix_deliveries_expiring``)."""
-    return _expiry_query(settings.renotify_batch_size, {"now": now})
 
 
 _TABLE = cast(Table, Delivery.__table__)
